@@ -1,0 +1,101 @@
+package actions
+
+import (
+	"context"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Request is one action-tool call whose arguments the tool API has already
+// validated against the tool's JSON Schema.
+type Request struct {
+	Tool      string
+	Arguments map[string]any
+	// SessionID is the agent session that asked.
+	SessionID string
+	// Principal is who asked (the agent credential's name).
+	Principal string
+	// TraceID ties logs of one HTTP request together (optional).
+	TraceID string
+}
+
+// Progress is how far a task has come: a fraction in [0, 1] and a sentence.
+type Progress struct {
+	Fraction float64 `json:"fraction"`
+	Text     string  `json:"text"`
+}
+
+// TaskView is a snapshot of one task, safe to hand out.
+type TaskView struct {
+	ID        string         `json:"id"`
+	Tool      string         `json:"tool"`
+	Arguments map[string]any `json:"arguments"`
+	Status    fsm.State      `json:"status"`
+	Progress  Progress       `json:"progress"`
+	// Text says in words what happened so far, for the model.
+	Text string `json:"text"`
+	// Result holds tool-specific output of a succeeded task.
+	Result map[string]any `json:"result,omitempty"`
+	// Error is set for every task that ended other than succeeded, and
+	// says what recovery did and where the robot is now.
+	Error *toolerr.Error `json:"-"`
+	// ApprovalID is the operator approval request, if one was made.
+	ApprovalID string    `json:"approval_id,omitempty"`
+	SessionID  string    `json:"session_id,omitempty"`
+	Principal  string    `json:"requested_by,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Terminal reports whether the task has ended.
+func (v TaskView) Terminal() bool { return v.Status.Terminal() }
+
+// ApprovalRequest is what an operator is asked to decide.
+type ApprovalRequest struct {
+	TaskID    string
+	Tool      string
+	Arguments map[string]any
+	ArgsHash  string
+	RobotID   string
+	// Preview says in words what will happen ("move the base 2.3 m to
+	// (3.0, 1.0), about 6 s").
+	Preview string
+	// Target is the motion's goal in the room frame, for the console map
+	// (nil when the motion has no base target).
+	Target *robot.Pose2D
+	// RobotState summarises the robot when the request was made.
+	RobotState  string
+	RequestedBy string
+	SessionID   string
+}
+
+// Decision is an operator's (or a scoped grant's) answer.
+type Decision struct {
+	Approved bool
+	// Expired is set when no one decided before the request's TTL.
+	Expired bool
+	// Cancelled is set when the request was withdrawn (task cancelled).
+	Cancelled bool
+	// Reason is the operator's words on a denial, verbatim.
+	Reason string
+	// By names the operator.
+	By string
+	// GrantID is the grant that authorizes the task's motion commands.
+	GrantID string
+}
+
+// Approver asks operators to authorize motions. The approval service
+// implements it.
+type Approver interface {
+	// Request files an approval request. If an active scoped grant already
+	// covers it, the returned channel delivers an approved Decision at once.
+	// The channel delivers exactly one Decision (approved, denied, expired
+	// or cancelled) and is then closed.
+	Request(ctx context.Context, r ApprovalRequest) (approvalID string, decision <-chan Decision, err error)
+	// Withdraw cancels a pending request (the task was cancelled); the
+	// request's channel then delivers a Cancelled decision.
+	Withdraw(approvalID, reason string)
+}

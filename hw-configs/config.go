@@ -1,0 +1,371 @@
+package hwconfig
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Transport names how the bridge reaches the robot.
+type Transport string
+
+// Transports.
+const (
+	TransportSim  Transport = "sim"
+	TransportROS  Transport = "ros"
+	TransportMQTT Transport = "mqtt"
+)
+
+// Transports lists the allowed transport values.
+var Transports = []Transport{TransportSim, TransportROS, TransportMQTT}
+
+// UnmarshalText implements encoding.TextUnmarshaler and rejects unknown values.
+func (t *Transport) UnmarshalText(b []byte) error {
+	for _, v := range Transports {
+		if string(b) == string(v) {
+			*t = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown transport %q (allowed: sim, ros, mqtt)", string(b))
+}
+
+// Approval is a tool's approval policy.
+type Approval string
+
+// Approval policies.
+const (
+	// ApprovalRequired means every call needs an operator's authorization.
+	ApprovalRequired Approval = "required"
+	// ApprovalNever means the config itself authorizes every call; only
+	// stop, cancel_task and (explicitly) return_to_safe_pose should use it
+	// on a real robot.
+	ApprovalNever Approval = "never"
+)
+
+// UnmarshalText implements encoding.TextUnmarshaler and rejects unknown values.
+func (a *Approval) UnmarshalText(b []byte) error {
+	switch Approval(b) {
+	case ApprovalRequired, ApprovalNever:
+		*a = Approval(b)
+		return nil
+	}
+	return fmt.Errorf("unknown approval policy %q (allowed: required, never)", string(b))
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string
+// ("500ms", "2s", "1m30s").
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (write it like 500ms, 2s or 1m30s)", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// Point2 is a point [x, y] in metres in the room frame.
+type Point2 [2]float64
+
+// Config is one robot's hardware configuration.
+type Config struct {
+	Robot      RobotConf              `yaml:"robot"`
+	Transport  TransportConf          `yaml:"transport"`
+	Base       BaseConf               `yaml:"base"`
+	Arm        *ArmConf               `yaml:"arm,omitempty"`
+	Gripper    *GripperConf           `yaml:"gripper,omitempty"`
+	Locations  map[string]Location    `yaml:"locations"`
+	Poses      map[string]ArmPose     `yaml:"poses,omitempty"`
+	SafePose   SafePoseConf           `yaml:"safe_pose"`
+	Camera     *CameraConf            `yaml:"camera,omitempty"`
+	World      WorldConf              `yaml:"world"`
+	Actions    map[string]ActionConf  `yaml:"actions"`
+	Safety     SafetyConf             `yaml:"safety"`
+	Perception PerceptionConf         `yaml:"perception"`
+	Sim        *SimConf               `yaml:"sim,omitempty"`
+}
+
+// RobotConf identifies the robot.
+type RobotConf struct {
+	// ID is the robot's identifier: lowercase letters, digits, '-' and '_'.
+	ID string `yaml:"id"`
+	// Name is a human-readable name (optional).
+	Name string `yaml:"name,omitempty"`
+}
+
+// TransportConf selects and configures the transport.
+type TransportConf struct {
+	Kind Transport `yaml:"kind"`
+	ROS  *ROSConf  `yaml:"ros,omitempty"`
+	MQTT *MQTTConf `yaml:"mqtt,omitempty"`
+}
+
+// ROSConf configures the ROS1 transport (names of topics and actions).
+type ROSConf struct {
+	// MasterURI is the ROS master (optional). It defaults to ROS_MASTER_URI.
+	MasterURI string `yaml:"master_uri,omitempty"`
+	// NodeName is the bridge's node name (optional). It defaults to robot_bridge.
+	NodeName string `yaml:"node_name,omitempty"`
+	// BaseMode is "move_base" (action) or "cmd_vel" (bridge closes the loop).
+	BaseMode         string `yaml:"base_mode,omitempty"`
+	OdomTopic        string `yaml:"odom_topic,omitempty"`
+	JointStatesTopic string `yaml:"joint_states_topic,omitempty"`
+	BatteryTopic     string `yaml:"battery_topic,omitempty"`
+	DetectionsTopic  string `yaml:"detections_topic,omitempty"`
+	EStopTopic       string `yaml:"estop_topic,omitempty"`
+	CmdVelTopic      string `yaml:"cmd_vel_topic,omitempty"`
+	MoveBaseAction   string `yaml:"move_base_action,omitempty"`
+	ArmAction        string `yaml:"arm_action,omitempty"`
+	GripperAction    string `yaml:"gripper_action,omitempty"`
+	// GripperJoint is the JointState name that carries the gripper opening.
+	GripperJoint string `yaml:"gripper_joint,omitempty"`
+	// Frame is the fixed frame of goals (optional). It defaults to map.
+	Frame string `yaml:"frame,omitempty"`
+}
+
+// MQTTConf configures the MQTT transport.
+type MQTTConf struct {
+	// Broker is the broker URL, e.g. tcp://127.0.0.1:1883. Empty means the
+	// embedded broker.
+	Broker   string `yaml:"broker,omitempty"`
+	ClientID string `yaml:"client_id,omitempty"`
+	// TopicPrefix defaults to robots.
+	TopicPrefix string `yaml:"topic_prefix,omitempty"`
+}
+
+// BaseConf holds the mobile base's limits.
+type BaseConf struct {
+	// MaxLinearSpeed in m/s, > 0.
+	MaxLinearSpeed float64 `yaml:"max_linear_speed"`
+	// MaxAngularSpeed in rad/s, > 0.
+	MaxAngularSpeed float64 `yaml:"max_angular_speed"`
+	// MaxLinearAccel in m/s², > 0.
+	MaxLinearAccel float64 `yaml:"max_linear_accel"`
+	// MaxAngularAccel in rad/s², > 0.
+	MaxAngularAccel float64 `yaml:"max_angular_accel"`
+	// GoalTolerance in metres (optional). It defaults to 0.05.
+	GoalTolerance float64 `yaml:"goal_tolerance,omitempty"`
+	// YawToleranceDeg in degrees (optional). It defaults to 3.
+	YawToleranceDeg float64 `yaml:"yaw_tolerance_deg,omitempty"`
+	// Radius is the footprint radius in metres (optional). It defaults to 0.3.
+	Radius float64 `yaml:"radius,omitempty"`
+	// Workspace is the polygon (room frame, ≥ 3 vertices) the base's
+	// centre must stay inside.
+	Workspace []Point2 `yaml:"workspace"`
+}
+
+// ArmConf describes the arm. The kinematic model is a yaw joint followed by
+// pitch joints in one vertical plane, as on most mobile manipulators.
+type ArmConf struct {
+	// Mount is the arm base's position relative to the robot base centre.
+	Mount Vec3Conf `yaml:"mount"`
+	// LinkLengths in metres, one per joint after the first (the first,
+	// yaw, joint has none).
+	LinkLengths []float64   `yaml:"link_lengths"`
+	Joints      []JointConf `yaml:"joints"`
+	// Reach is the horizontal reach in metres from the arm mount (optional).
+	// It defaults to the sum of the link lengths.
+	Reach float64 `yaml:"reach,omitempty"`
+}
+
+// JointConf is one joint's limits.
+type JointConf struct {
+	Name string `yaml:"name"`
+	// Min and Max are position limits in radians.
+	Min float64 `yaml:"min"`
+	Max float64 `yaml:"max"`
+	// MaxVelocity in rad/s, > 0.
+	MaxVelocity float64 `yaml:"max_velocity"`
+}
+
+// GripperConf describes a parallel gripper.
+type GripperConf struct {
+	// MaxOpening in metres, > 0.
+	MaxOpening float64 `yaml:"max_opening"`
+	// MaxForce in newtons, > 0.
+	MaxForce float64 `yaml:"max_force"`
+	// DefaultForce in newtons (optional). It defaults to half of MaxForce.
+	DefaultForce float64 `yaml:"default_force,omitempty"`
+	// GraspTolerance is how close (metres) the gripper must be to an object
+	// for a grasp to hold it (optional). It defaults to 0.05.
+	GraspTolerance float64 `yaml:"grasp_tolerance,omitempty"`
+}
+
+// Vec3Conf is a position in metres.
+type Vec3Conf struct {
+	X float64 `yaml:"x"`
+	Y float64 `yaml:"y"`
+	Z float64 `yaml:"z"`
+}
+
+// Location is a named base pose in the room frame.
+type Location struct {
+	X        float64 `yaml:"x"`
+	Y        float64 `yaml:"y"`
+	ThetaDeg float64 `yaml:"theta_deg"`
+	// Description says what is there, for the model (optional).
+	Description string `yaml:"description,omitempty"`
+}
+
+// ArmPose is a named arm pose: joint name → position in radians. Every arm
+// joint must be named.
+type ArmPose map[string]float64
+
+// SafePoseConf says what "safe" means for this robot, and whether the
+// config pre-authorizes returning to it after a failure.
+type SafePoseConf struct {
+	// Arm names the arm pose (a key of poses) the arm returns to. Required
+	// when the robot has an arm.
+	Arm string `yaml:"arm,omitempty"`
+	// Base is what the base does: only "stop" (stay where it stopped) is
+	// supported; a base never drives on its own after a failure.
+	Base string `yaml:"base"`
+	// Gripper is "hold" (keep what it has) or "open" (optional). It
+	// defaults to hold, so a failure never drops an object.
+	Gripper string `yaml:"gripper,omitempty"`
+	// SpeedScale is the fraction of the configured speed limits used for
+	// recovery motion, in (0, 1] (optional). It defaults to 0.3.
+	SpeedScale float64 `yaml:"speed_scale,omitempty"`
+	// Timeout bounds the recovery motion; when it passes, a fault latches.
+	Timeout Duration `yaml:"timeout"`
+	// Preauthorized must be true for the supervisor to move the robot to
+	// the safe pose after a failure without asking an operator. When false,
+	// a failure ends with the robot stopped and a latched fault.
+	Preauthorized bool `yaml:"preauthorized"`
+}
+
+// CameraConf is a pinhole camera's intrinsics and mount on the base.
+type CameraConf struct {
+	Width  int     `yaml:"width"`
+	Height int     `yaml:"height"`
+	Fx     float64 `yaml:"fx"`
+	Fy     float64 `yaml:"fy"`
+	Cx     float64 `yaml:"cx"`
+	Cy     float64 `yaml:"cy"`
+	// Mount is the camera centre relative to the robot base centre (metres).
+	Mount Vec3Conf `yaml:"mount"`
+	// YawDeg and PitchDeg orient the optical axis; pitch is positive down.
+	YawDeg   float64 `yaml:"yaw_deg"`
+	PitchDeg float64 `yaml:"pitch_deg"`
+	// MaxRange in metres beyond which nothing is detected (optional). It
+	// defaults to 6.
+	MaxRange float64 `yaml:"max_range,omitempty"`
+	// RateHz is the detection rate (optional). It defaults to 5.
+	RateHz float64 `yaml:"rate_hz,omitempty"`
+}
+
+// WorldConf describes the room: its bounds, the surfaces objects rest on and
+// named regions.
+type WorldConf struct {
+	// Bounds is the room's outline (room frame polygon).
+	Bounds   []Point2      `yaml:"bounds"`
+	Surfaces []SurfaceConf `yaml:"surfaces,omitempty"`
+	Regions  []RegionConf  `yaml:"regions,omitempty"`
+}
+
+// SurfaceConf is a horizontal surface, like a table top or a shelf.
+type SurfaceConf struct {
+	Name    string   `yaml:"name"`
+	Polygon []Point2 `yaml:"polygon"`
+	// Height of the surface above the floor in metres.
+	Height float64 `yaml:"height"`
+}
+
+// RegionConf is a named floor region.
+type RegionConf struct {
+	Name    string   `yaml:"name"`
+	Polygon []Point2 `yaml:"polygon"`
+	// KeepOut forbids the base's centre inside the region.
+	KeepOut bool `yaml:"keep_out,omitempty"`
+}
+
+// ActionConf is one action tool's policy.
+type ActionConf struct {
+	// Approval is required or never.
+	Approval Approval `yaml:"approval"`
+	// Timeout bounds the action (optional). When zero the deadline is the
+	// expected duration × 1.1 + 0.5 s, computed per call.
+	Timeout Duration `yaml:"timeout,omitempty"`
+}
+
+// SafetyConf tunes the supervisor.
+type SafetyConf struct {
+	// StateTimeout: robot state silence longer than this during motion is a
+	// lost link (stop, recover).
+	StateTimeout Duration `yaml:"state_timeout"`
+	// StallTimeout: no progress for this long during motion is a stall.
+	StallTimeout Duration `yaml:"stall_timeout"`
+	// ControlPeriod is the supervisor's monitoring period (optional). It
+	// defaults to 20ms.
+	ControlPeriod Duration `yaml:"control_period,omitempty"`
+	// ApprovalTTL is how long an approval request waits for an operator.
+	ApprovalTTL Duration `yaml:"approval_ttl"`
+	// MaxGrantTTL caps a scoped grant's lifetime (optional). It defaults to 30m.
+	MaxGrantTTL Duration `yaml:"max_grant_ttl,omitempty"`
+}
+
+// PerceptionConf tunes the perception summarizer.
+type PerceptionConf struct {
+	// MinConfidence below which objects are reported as uncertain.
+	MinConfidence float64 `yaml:"min_confidence"`
+	// StaleAfter: older detections are reported as "last seen N s ago".
+	StaleAfter Duration `yaml:"stale_after"`
+	// ForgetAfter: objects unseen for longer are dropped (optional). It
+	// defaults to 5m.
+	ForgetAfter Duration `yaml:"forget_after,omitempty"`
+	// NMSIoU is the overlap above which two boxes of one label are one
+	// object (optional). It defaults to 0.5.
+	NMSIoU float64 `yaml:"nms_iou,omitempty"`
+	// MaxObjects is the default budget of objects described (optional).
+	// It defaults to 8.
+	MaxObjects int `yaml:"max_objects,omitempty"`
+}
+
+// SimConf configures the bundled simulator.
+type SimConf struct {
+	// Seed makes runs reproducible.
+	Seed int64 `yaml:"seed"`
+	// PhysicsHz is the physics step rate (optional). It defaults to 100.
+	PhysicsHz float64 `yaml:"physics_hz,omitempty"`
+	// StateHz is the state publication rate (optional). It defaults to 50.
+	StateHz float64 `yaml:"state_hz,omitempty"`
+	// CommandTimeout: like a real base controller, the simulator stops the
+	// base and holds the arm when no command refresh arrives this long.
+	CommandTimeout Duration `yaml:"command_timeout"`
+	// Start is the robot's initial pose.
+	Start Location `yaml:"start"`
+	// Battery is the initial state of charge in percent (optional). It
+	// defaults to 100.
+	Battery float64 `yaml:"battery,omitempty"`
+	// DetectionNoisePx is the std-dev of bbox noise in pixels (optional).
+	DetectionNoisePx float64 `yaml:"detection_noise_px,omitempty"`
+	// FalsePositiveRate is the chance per camera frame of a spurious
+	// low-confidence detection (optional).
+	FalsePositiveRate float64   `yaml:"false_positive_rate,omitempty"`
+	Objects           []SimObj  `yaml:"objects"`
+}
+
+// SimObj is an object in the simulated room.
+type SimObj struct {
+	ID    string `yaml:"id"`
+	Label string `yaml:"label"`
+	Color string `yaml:"color,omitempty"`
+	// X, Y, Z is the object's centre in the room frame; Z is its height
+	// above the floor.
+	X float64 `yaml:"x"`
+	Y float64 `yaml:"y"`
+	Z float64 `yaml:"z"`
+	// Size is the object's largest dimension in metres.
+	Size float64 `yaml:"size"`
+	// Graspable says whether the gripper can hold it.
+	Graspable bool `yaml:"graspable"`
+}

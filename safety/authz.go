@@ -1,0 +1,44 @@
+package safety
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotAuthorized is the root of every refusal by the authorization gate
+// for want of a valid grant.
+var ErrNotAuthorized = errors.New("motion not authorized")
+
+// Use is one motion command asking to pass the gate on a grant.
+type Use struct {
+	// GrantID names the grant the task holds ("" for none).
+	GrantID string
+	// TaskID is the task sending the command. A single-use grant binds to
+	// the first task that uses it; any other task is refused.
+	TaskID string
+	// Tool and Args are the task's tool call; ArgsHash is ArgsHash(Args).
+	Tool     string
+	Args     map[string]any
+	ArgsHash string
+	// RobotID is the robot the command is for.
+	RobotID string
+	// Now is the supervisor's clock reading.
+	Now time.Time
+}
+
+// Grants checks operator grants. The approval service implements it.
+//
+// Authorize returns nil only if grantID exists, is not revoked, is for
+// this robot and tool, and either matches ArgsHash exactly (approve once)
+// or is a scoped grant whose bounds contain Args; and it has not expired,
+// unless it is already bound to this TaskID (a task that started on a valid
+// grant may finish its motion). Errors wrap ErrNotAuthorized and say why.
+type Grants interface {
+	Authorize(u Use) error
+}
+
+// GrantsFunc adapts a function to Grants (tests, config-only setups).
+type GrantsFunc func(Use) error
+
+// Authorize implements Grants.
+func (f GrantsFunc) Authorize(u Use) error { return f(u) }
