@@ -1,7 +1,11 @@
 package safety
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -42,3 +46,20 @@ type GrantsFunc func(Use) error
 
 // Authorize implements Grants.
 func (f GrantsFunc) Authorize(u Use) error { return f(u) }
+
+// ArgsHash is the canonical hash of a tool call that grants and
+// idempotency keys bind to: SHA-256 over the tool name and the arguments
+// as JSON with sorted keys (encoding/json sorts map keys), hex-encoded.
+func ArgsHash(tool string, args map[string]any) string {
+	b, err := json.Marshal(args)
+	if err != nil {
+		// Arguments come from decoded JSON and always re-encode; an
+		// unencodable value must still never collide with a valid one.
+		b = []byte(fmt.Sprintf("unencodable:%v", err))
+	}
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
