@@ -99,3 +99,35 @@ type Approver interface {
 	// request's channel then delivers a Cancelled decision.
 	Withdraw(approvalID, reason string)
 }
+
+// StopReport is the answer to the stop tool: what was stopped and where
+// the robot is now.
+type StopReport struct {
+	// Text says in words what happened, for the model.
+	Text string `json:"text"`
+	// Cancelled lists the ids of tasks the stop ended.
+	Cancelled []string `json:"cancelled,omitempty"`
+	// State is the robot's state right after the stop was sent.
+	State robot.State `json:"state"`
+}
+
+// ObjectInfo is what the grasp action needs to know of an object the robot
+// has perceived.
+type ObjectInfo struct {
+	ID    string
+	Label string
+	// Position is the object's centre in the room frame.
+	Position robot.Vec3
+	// LastSeen is when a detection last confirmed it.
+	LastSeen time.Time
+	// Stale is true when the object was not seen recently enough to trust
+	// its position.
+	Stale bool
+}
+
+// Objects resolves object ids for grasp. The perception summarizer
+// implements it; Lookup returns a *toolerr.Error of type NOT_FOUND for an
+// unknown or stale id, suggesting describe_scene.
+type Objects interface {
+	Lookup(ctx context.Context, id string) (ObjectInfo, error)
+}
