@@ -1,0 +1,61 @@
+# robot-bridge — `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+CONFIG ?= hw-configs/sim-mobile-manipulator.yaml
+LISTEN ?= 127.0.0.1:8080
+DATA_DIR ?= ./var
+GOLANGCI_LINT_VERSION ?= v2.15.0
+FUZZTIME ?= 10s
+BENCHTIME ?= 1s
+# Debian packages the integration tests meet for real: a ROS master and
+# peers, an MQTT broker and clients, a browser for the console, promtool.
+TEST_DEBS := ros-core python3-actionlib mosquitto mosquitto-clients chromium prometheus
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/robot-bridge
+	$(GO) build -o bin/robot-bridge ./cmd/robot-bridge
+
+.PHONY: run
+run: ## run the bridge on the embedded simulator (API, console, metrics on $(LISTEN))
+	$(GO) run ./cmd/robot-bridge serve --config $(CONFIG) --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+.PHONY: test-deps
+test-deps: ## install the Debian packages the tests need, when missing
+	@./scripts/test-deps.sh $(TEST_DEBS)
+
+.PHONY: test
+test: test-deps ## go vet + go test -race ./... (installs test packages first)
+	$(GO) vet ./...
+	$(GO) test -race -timeout 25m ./...
+
+.PHONY: lint
+lint: ## golangci-lint (pinned) + go mod tidy -diff
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+	$(GO) mod tidy -diff
+
+.PHONY: bench
+bench: ## run every benchmark once (speed targets are ratios within one run)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+.PHONY: fuzz-short
+fuzz-short: ## run every fuzz target for $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: diagram
+diagram: ## regenerate the task lifecycle diagram in ARCHITECTURE.md from the fsm table
+	$(GO) run ./cmd/robot-bridge lifecycle --write ARCHITECTURE.md
+
+.PHONY: clean
+clean: ## remove build output and the default data dir
+	rm -rf bin var
