@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // Transport names how the bridge reaches the robot.
@@ -27,11 +29,36 @@ func (t *Transport) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown transport %q (allowed: sim, ros, mqtt)", string(b))
+	return fmt.Errorf("unknown transport %q (allowed: %s)", string(b), joinStrings(Transports))
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler so that an unknown value is
+// reported with its field path, e.g. `transport.kind: unknown transport "zz"
+// (allowed: sim, ros, mqtt)`. A null leaves the value empty, which Validate
+// then reports as missing.
+func (t *Transport) UnmarshalYAML(n ast.Node) error {
+	s, ok, err := scalarText(n, "a transport name")
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range Transports {
+		if s == string(v) {
+			*t = v
+			return nil
+		}
+	}
+	return &FieldError{
+		Field: nodePath(n), Value: s, Line: nodeLine(n),
+		Problem: fmt.Sprintf("unknown transport %q", s),
+		Allowed: joinStrings(Transports),
+	}
 }
 
 // Approval is a tool's approval policy.
 type Approval string
+
+// Approvals lists the allowed approval policies.
+var Approvals = []Approval{ApprovalRequired, ApprovalNever}
 
 // Approval policies.
 const (
@@ -50,7 +77,27 @@ func (a *Approval) UnmarshalText(b []byte) error {
 		*a = Approval(b)
 		return nil
 	}
-	return fmt.Errorf("unknown approval policy %q (allowed: required, never)", string(b))
+	return fmt.Errorf("unknown approval policy %q (allowed: %s)", string(b), joinStrings(Approvals))
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler so that an unknown policy is
+// reported with its field path, e.g. `actions.stop.approval`.
+func (a *Approval) UnmarshalYAML(n ast.Node) error {
+	s, ok, err := scalarText(n, "an approval policy")
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range Approvals {
+		if s == string(v) {
+			*a = v
+			return nil
+		}
+	}
+	return &FieldError{
+		Field: nodePath(n), Value: s, Line: nodeLine(n),
+		Problem: fmt.Sprintf("unknown approval policy %q", s),
+		Allowed: joinStrings(Approvals),
+	}
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -73,25 +120,84 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// String returns the Go duration string, e.g. "1m30s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler so that a malformed duration
+// is reported with its field path. A bare number other than 0 is refused:
+// "5" could mean seconds or milliseconds, and a safety timeout must not be
+// guessed. A null leaves the value zero (absent).
+func (d *Duration) UnmarshalYAML(n ast.Node) error {
+	s, ok, err := scalarText(n, "a duration")
+	if err != nil || !ok {
+		return err
+	}
+	v, perr := time.ParseDuration(strings.TrimSpace(s))
+	if perr != nil {
+		return &FieldError{
+			Field: nodePath(n), Value: s, Line: nodeLine(n),
+			Problem: fmt.Sprintf("invalid duration %q", s),
+			Allowed: durationAllowed,
+		}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// durationAllowed describes a valid duration for error messages.
+const durationAllowed = "a Go duration with a unit, like 500ms, 2s or 1m30s"
+
 // Point2 is a point [x, y] in metres in the room frame.
 type Point2 [2]float64
 
+// UnmarshalYAML implements yaml.NodeUnmarshaler. It insists on exactly two
+// numbers: a fixed-size array would otherwise silently take [1] as (1, 0)
+// and drop a third coordinate, moving a workspace corner without a word.
+func (p *Point2) UnmarshalYAML(n ast.Node) error {
+	seq, ok := unwrapNode(n).(*ast.SequenceNode)
+	if !ok || len(seq.Values) != 2 {
+		got := "a " + n.Type().YAMLName()
+		if ok {
+			got = fmt.Sprintf("%d numbers", len(seq.Values))
+		}
+		return &FieldError{
+			Field: nodePath(n), Value: n.String(), Line: nodeLine(n),
+			Problem: "a point must be exactly two numbers, got " + got,
+			Allowed: "[x, y] in metres",
+		}
+	}
+	var out Point2
+	for i, v := range seq.Values {
+		f, err := scalarFloat(v)
+		if err != nil {
+			return &FieldError{
+				Field: nodePath(v), Value: v.String(), Line: nodeLine(v),
+				Problem: fmt.Sprintf("%s is not a number", v.String()),
+				Allowed: "[x, y] in metres",
+			}
+		}
+		out[i] = f
+	}
+	*p = out
+	return nil
+}
+
 // Config is one robot's hardware configuration.
 type Config struct {
-	Robot      RobotConf              `yaml:"robot"`
-	Transport  TransportConf          `yaml:"transport"`
-	Base       BaseConf               `yaml:"base"`
-	Arm        *ArmConf               `yaml:"arm,omitempty"`
-	Gripper    *GripperConf           `yaml:"gripper,omitempty"`
-	Locations  map[string]Location    `yaml:"locations"`
-	Poses      map[string]ArmPose     `yaml:"poses,omitempty"`
-	SafePose   SafePoseConf           `yaml:"safe_pose"`
-	Camera     *CameraConf            `yaml:"camera,omitempty"`
-	World      WorldConf              `yaml:"world"`
-	Actions    map[string]ActionConf  `yaml:"actions"`
-	Safety     SafetyConf             `yaml:"safety"`
-	Perception PerceptionConf         `yaml:"perception"`
-	Sim        *SimConf               `yaml:"sim,omitempty"`
+	Robot      RobotConf             `yaml:"robot"`
+	Transport  TransportConf         `yaml:"transport"`
+	Base       BaseConf              `yaml:"base"`
+	Arm        *ArmConf              `yaml:"arm,omitempty"`
+	Gripper    *GripperConf          `yaml:"gripper,omitempty"`
+	Locations  map[string]Location   `yaml:"locations"`
+	Poses      map[string]ArmPose    `yaml:"poses,omitempty"`
+	SafePose   SafePoseConf          `yaml:"safe_pose"`
+	Camera     *CameraConf           `yaml:"camera,omitempty"`
+	World      WorldConf             `yaml:"world"`
+	Actions    map[string]ActionConf `yaml:"actions"`
+	Safety     SafetyConf            `yaml:"safety"`
+	Perception PerceptionConf        `yaml:"perception"`
+	Sim        *SimConf              `yaml:"sim,omitempty"`
 }
 
 // RobotConf identifies the robot.
@@ -115,18 +221,40 @@ type ROSConf struct {
 	MasterURI string `yaml:"master_uri,omitempty"`
 	// NodeName is the bridge's node name (optional). It defaults to robot_bridge.
 	NodeName string `yaml:"node_name,omitempty"`
-	// BaseMode is "move_base" (action) or "cmd_vel" (bridge closes the loop).
-	BaseMode         string `yaml:"base_mode,omitempty"`
-	OdomTopic        string `yaml:"odom_topic,omitempty"`
+	// BaseMode is "move_base" (the robot's move_base action plans and
+	// drives) or "cmd_vel" (the bridge closes the loop on odometry)
+	// (optional). It defaults to move_base.
+	BaseMode string `yaml:"base_mode,omitempty"`
+	// OdomTopic carries nav_msgs/Odometry (optional). It defaults to odom.
+	OdomTopic string `yaml:"odom_topic,omitempty"`
+	// JointStatesTopic carries sensor_msgs/JointState (optional). It
+	// defaults to joint_states.
 	JointStatesTopic string `yaml:"joint_states_topic,omitempty"`
-	BatteryTopic     string `yaml:"battery_topic,omitempty"`
-	DetectionsTopic  string `yaml:"detections_topic,omitempty"`
-	EStopTopic       string `yaml:"estop_topic,omitempty"`
-	CmdVelTopic      string `yaml:"cmd_vel_topic,omitempty"`
-	MoveBaseAction   string `yaml:"move_base_action,omitempty"`
-	ArmAction        string `yaml:"arm_action,omitempty"`
-	GripperAction    string `yaml:"gripper_action,omitempty"`
-	// GripperJoint is the JointState name that carries the gripper opening.
+	// BatteryTopic carries sensor_msgs/BatteryState (optional). It defaults
+	// to battery_state.
+	BatteryTopic string `yaml:"battery_topic,omitempty"`
+	// DetectionsTopic carries vision_msgs/Detection2DArray (optional). It
+	// defaults to detections.
+	DetectionsTopic string `yaml:"detections_topic,omitempty"`
+	// EStopTopic carries the robot's e-stop state (optional). It defaults
+	// to estop.
+	EStopTopic string `yaml:"estop_topic,omitempty"`
+	// CmdVelTopic takes geometry_msgs/Twist (optional). It defaults to
+	// cmd_vel.
+	CmdVelTopic string `yaml:"cmd_vel_topic,omitempty"`
+	// MoveBaseAction is the move_base-style action (optional). It defaults
+	// to move_base.
+	MoveBaseAction string `yaml:"move_base_action,omitempty"`
+	// ArmAction is the control_msgs/FollowJointTrajectory action
+	// (optional, only with an arm). It defaults to
+	// arm_controller/follow_joint_trajectory.
+	ArmAction string `yaml:"arm_action,omitempty"`
+	// GripperAction is the control_msgs/GripperCommand action (optional,
+	// only with a gripper). It defaults to gripper_controller/gripper_cmd.
+	GripperAction string `yaml:"gripper_action,omitempty"`
+	// GripperJoint is the JointState name that carries the gripper opening
+	// (optional). When empty the opening comes from the gripper action's
+	// feedback.
 	GripperJoint string `yaml:"gripper_joint,omitempty"`
 	// Frame is the fixed frame of goals (optional). It defaults to map.
 	Frame string `yaml:"frame,omitempty"`
@@ -134,11 +262,14 @@ type ROSConf struct {
 
 // MQTTConf configures the MQTT transport.
 type MQTTConf struct {
-	// Broker is the broker URL, e.g. tcp://127.0.0.1:1883. Empty means the
-	// embedded broker.
-	Broker   string `yaml:"broker,omitempty"`
+	// Broker is the broker URL, e.g. tcp://127.0.0.1:1883 (schemes tcp,
+	// ssl, tls, mqtt, mqtts, ws, wss). Empty means the embedded broker.
+	Broker string `yaml:"broker,omitempty"`
+	// ClientID is the MQTT client identifier (optional). When empty the
+	// transport derives one from robot.id.
 	ClientID string `yaml:"client_id,omitempty"`
-	// TopicPrefix defaults to robots.
+	// TopicPrefix is the first topic level, as in {prefix}/{id}/state
+	// (optional). It defaults to robots.
 	TopicPrefix string `yaml:"topic_prefix,omitempty"`
 }
 
@@ -152,14 +283,15 @@ type BaseConf struct {
 	MaxLinearAccel float64 `yaml:"max_linear_accel"`
 	// MaxAngularAccel in rad/s², > 0.
 	MaxAngularAccel float64 `yaml:"max_angular_accel"`
-	// GoalTolerance in metres (optional). It defaults to 0.05.
+	// GoalTolerance in metres, > 0 (optional). It defaults to 0.05.
 	GoalTolerance float64 `yaml:"goal_tolerance,omitempty"`
-	// YawToleranceDeg in degrees (optional). It defaults to 3.
+	// YawToleranceDeg in degrees, in (0, 180] (optional). It defaults to 3.
 	YawToleranceDeg float64 `yaml:"yaw_tolerance_deg,omitempty"`
 	// Radius is the footprint radius in metres (optional). It defaults to 0.3.
 	Radius float64 `yaml:"radius,omitempty"`
-	// Workspace is the polygon (room frame, ≥ 3 vertices) the base's
-	// centre must stay inside.
+	// Workspace is the polygon (room frame, ≥ 3 vertices, simple, inside
+	// world.bounds) the base's centre must stay inside. Do not repeat the
+	// first vertex at the end; the polygon closes itself.
 	Workspace []Point2 `yaml:"workspace"`
 }
 
@@ -172,8 +304,8 @@ type ArmConf struct {
 	// yaw, joint has none).
 	LinkLengths []float64   `yaml:"link_lengths"`
 	Joints      []JointConf `yaml:"joints"`
-	// Reach is the horizontal reach in metres from the arm mount (optional).
-	// It defaults to the sum of the link lengths.
+	// Reach is the horizontal reach in metres from the arm mount, at most
+	// the sum of the link lengths (optional). It defaults to that sum.
 	Reach float64 `yaml:"reach,omitempty"`
 }
 
@@ -193,7 +325,8 @@ type GripperConf struct {
 	MaxOpening float64 `yaml:"max_opening"`
 	// MaxForce in newtons, > 0.
 	MaxForce float64 `yaml:"max_force"`
-	// DefaultForce in newtons (optional). It defaults to half of MaxForce.
+	// DefaultForce in newtons, in (0, MaxForce] (optional). It defaults to
+	// half of MaxForce.
 	DefaultForce float64 `yaml:"default_force,omitempty"`
 	// GraspTolerance is how close (metres) the gripper must be to an object
 	// for a grasp to hold it (optional). It defaults to 0.05.
@@ -207,7 +340,9 @@ type Vec3Conf struct {
 	Z float64 `yaml:"z"`
 }
 
-// Location is a named base pose in the room frame.
+// Location is a named base pose in the room frame. Its (x, y) must lie
+// inside base.workspace and outside every keep-out region. Every robot has a
+// base, so home, table and dock are required.
 type Location struct {
 	X        float64 `yaml:"x"`
 	Y        float64 `yaml:"y"`
@@ -235,7 +370,8 @@ type SafePoseConf struct {
 	// SpeedScale is the fraction of the configured speed limits used for
 	// recovery motion, in (0, 1] (optional). It defaults to 0.3.
 	SpeedScale float64 `yaml:"speed_scale,omitempty"`
-	// Timeout bounds the recovery motion; when it passes, a fault latches.
+	// Timeout bounds the recovery motion, > 0; when it passes, a fault
+	// latches.
 	Timeout Duration `yaml:"timeout"`
 	// Preauthorized must be true for the supervisor to move the robot to
 	// the safe pose after a failure without asking an operator. When false,
@@ -243,7 +379,8 @@ type SafePoseConf struct {
 	Preauthorized bool `yaml:"preauthorized"`
 }
 
-// CameraConf is a pinhole camera's intrinsics and mount on the base.
+// CameraConf is a pinhole camera's intrinsics and mount on the base. The
+// principal point (cx, cy) must lie inside the width × height image.
 type CameraConf struct {
 	Width  int     `yaml:"width"`
 	Height int     `yaml:"height"`
@@ -288,7 +425,29 @@ type RegionConf struct {
 	KeepOut bool `yaml:"keep_out,omitempty"`
 }
 
-// ActionConf is one action tool's policy.
+// Action tool names: the keys of the actions section. They are the tool
+// names the agent sees, so other packages should use these constants.
+const (
+	ToolMoveBaseTo       = "move_base_to"
+	ToolMoveArmTo        = "move_arm_to"
+	ToolGrasp            = "grasp"
+	ToolRelease          = "release"
+	ToolReturnToSafePose = "return_to_safe_pose"
+	ToolStop             = "stop"
+	ToolCancelTask       = "cancel_task"
+)
+
+// ActionTools lists every action tool name in the order tools are
+// presented. Which of them a robot offers depends on its capabilities; see
+// Config.ToolNames.
+var ActionTools = []string{
+	ToolMoveBaseTo, ToolMoveArmTo, ToolGrasp, ToolRelease,
+	ToolReturnToSafePose, ToolStop, ToolCancelTask,
+}
+
+// ActionConf is one action tool's policy. Every tool the robot's
+// capabilities allow must have an entry; stop and cancel_task must be
+// "never", because stopping never waits for a human.
 type ActionConf struct {
 	// Approval is required or never.
 	Approval Approval `yaml:"approval"`
@@ -300,14 +459,16 @@ type ActionConf struct {
 // SafetyConf tunes the supervisor.
 type SafetyConf struct {
 	// StateTimeout: robot state silence longer than this during motion is a
-	// lost link (stop, recover).
+	// lost link (stop, recover). Required, > control_period.
 	StateTimeout Duration `yaml:"state_timeout"`
 	// StallTimeout: no progress for this long during motion is a stall.
+	// Required, > 0.
 	StallTimeout Duration `yaml:"stall_timeout"`
 	// ControlPeriod is the supervisor's monitoring period (optional). It
 	// defaults to 20ms.
 	ControlPeriod Duration `yaml:"control_period,omitempty"`
 	// ApprovalTTL is how long an approval request waits for an operator.
+	// Required, > 0.
 	ApprovalTTL Duration `yaml:"approval_ttl"`
 	// MaxGrantTTL caps a scoped grant's lifetime (optional). It defaults to 30m.
 	MaxGrantTTL Duration `yaml:"max_grant_ttl,omitempty"`
@@ -315,9 +476,11 @@ type SafetyConf struct {
 
 // PerceptionConf tunes the perception summarizer.
 type PerceptionConf struct {
-	// MinConfidence below which objects are reported as uncertain.
+	// MinConfidence, in [0, 1], below which objects are reported as
+	// uncertain.
 	MinConfidence float64 `yaml:"min_confidence"`
 	// StaleAfter: older detections are reported as "last seen N s ago".
+	// Required (> 0) when the robot has a camera.
 	StaleAfter Duration `yaml:"stale_after"`
 	// ForgetAfter: objects unseen for longer are dropped (optional). It
 	// defaults to 5m.
@@ -340,18 +503,20 @@ type SimConf struct {
 	StateHz float64 `yaml:"state_hz,omitempty"`
 	// CommandTimeout: like a real base controller, the simulator stops the
 	// base and holds the arm when no command refresh arrives this long.
+	// Required, > 0.
 	CommandTimeout Duration `yaml:"command_timeout"`
-	// Start is the robot's initial pose.
+	// Start is the robot's initial pose, inside base.workspace.
 	Start Location `yaml:"start"`
-	// Battery is the initial state of charge in percent (optional). It
-	// defaults to 100.
+	// Battery is the initial state of charge in percent, in (0, 100]
+	// (optional). It defaults to 100.
 	Battery float64 `yaml:"battery,omitempty"`
 	// DetectionNoisePx is the std-dev of bbox noise in pixels (optional).
 	DetectionNoisePx float64 `yaml:"detection_noise_px,omitempty"`
-	// FalsePositiveRate is the chance per camera frame of a spurious
-	// low-confidence detection (optional).
-	FalsePositiveRate float64   `yaml:"false_positive_rate,omitempty"`
-	Objects           []SimObj  `yaml:"objects"`
+	// FalsePositiveRate is the chance, in [0, 1], per camera frame of a
+	// spurious low-confidence detection (optional).
+	FalsePositiveRate float64 `yaml:"false_positive_rate,omitempty"`
+	// Objects are the things in the room; ids are unique.
+	Objects []SimObj `yaml:"objects"`
 }
 
 // SimObj is an object in the simulated room.

@@ -1,12 +1,732 @@
 package hwconfig
 
-// ApplyDefaults fills every optional field that is zero with its documented
-// default.
-func (c *Config) ApplyDefaults() {
-	// TODO(helper): complete.
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/robot-bridge/robot-bridge/geom"
+)
+
+// Limits on config sizes. They are far above any real robot and keep the
+// quadratic polygon checks cheap on hostile input.
+const (
+	// MaxPolygonPoints bounds every polygon in the config.
+	MaxPolygonPoints = 256
+)
+
+// RequiredLocations are the named locations every robot must define: every
+// robot has a base, and the agent and the operator console rely on these
+// three names.
+var RequiredLocations = []string{"home", "table", "dock"}
+
+var (
+	robotIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	namePattern        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	rosNamePattern     = regexp.MustCompile(`^[~/]?[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$`)
+	rosBaseNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	framePattern       = regexp.MustCompile(`^/?[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$`)
+	mqttLevelPattern   = regexp.MustCompile(`^[^+#/\s\x00]+$`)
+)
+
+const (
+	robotIDAllowed = "1-63 characters: lowercase letters, digits, '-' and '_', starting with a letter or digit"
+	nameAllowed    = "1-63 characters: lowercase letters, digits, '-' and '_', starting with a letter"
+	rosNameAllowed = "a ROS graph name: letters, digits, '_' and '/', each part starting with a letter"
+	polyAllowed    = "at least 3 distinct [x, y] points in order around a simple outline"
+)
+
+// Validate checks the whole config and returns every problem found, as a
+// *ValidationError whose entries are *FieldError naming the YAML path and
+// the allowed values. It expects defaults to have been applied (Parse does
+// both); on a config built in code call ApplyDefaults first.
+func (c *Config) Validate() error {
+	if c == nil {
+		return &ValidationError{Problems: []*FieldError{{Problem: "config is missing"}}}
+	}
+	v := &validator{c: c}
+	v.finiteAndDurations(reflect.ValueOf(c).Elem(), "")
+	v.robot()
+	v.transport()
+	v.world()
+	v.base()
+	v.arm()
+	v.gripper()
+	v.locations()
+	v.poses()
+	v.safePose()
+	v.camera()
+	v.actions()
+	v.safety()
+	v.perception()
+	v.sim()
+	return v.p.err()
 }
 
-// Validate checks the whole config and returns every problem found.
-func (c *Config) Validate() error {
-	return nil
+// validator holds one Validate run.
+type validator struct {
+	c *Config
+	p problems
+	// bounds and workspace are set once their polygons are known good, so
+	// containment checks never run against a broken polygon.
+	bounds, workspace geom.Polygon
+}
+
+// finiteAndDurations walks every field: NaN or ±Inf anywhere numeric is
+// refused (a NaN limit makes every comparison false, which would let any
+// target through), and so is a negative duration.
+func (v *validator) finiteAndDurations(rv reflect.Value, path string) {
+	if rv.Type() == reflect.TypeFor[Duration]() {
+		if d := Duration(rv.Int()); d < 0 {
+			v.p.add(path, d.String(), "a positive duration like 500ms or 2s", "%s is negative", d)
+		}
+		return
+	}
+	switch rv.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := rv.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			v.p.add(path, f, "a finite number", "%v is not a finite number", f)
+		}
+	case reflect.Pointer:
+		if !rv.IsNil() {
+			v.finiteAndDurations(rv.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range rv.NumField() {
+			if name := yamlName(rv.Type().Field(i)); name != "" {
+				v.finiteAndDurations(rv.Field(i), join(path, name))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range rv.Len() {
+			v.finiteAndDurations(rv.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		keys := rv.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			v.finiteAndDurations(rv.MapIndex(k), join(path, k.String()))
+		}
+	}
+}
+
+// join appends a key to a YAML path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// finite reports whether every value is a finite number.
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// positive requires x > 0; unit goes into the allowed text.
+func (v *validator) positive(field string, x float64, unit string) {
+	if x > 0 || !finite(x) {
+		return // NaN/Inf already reported
+	}
+	allowed := "> 0"
+	if unit != "" {
+		allowed += " " + unit
+	}
+	if x == 0 {
+		v.p.add(field, x, allowed, "is missing or 0")
+		return
+	}
+	v.p.add(field, x, allowed, "%g is not positive", x)
+}
+
+// inRange requires lo ≤ x ≤ hi (or lo < x when openLo).
+func (v *validator) inRange(field string, x, lo, hi float64, openLo bool, unit string) {
+	if !finite(x) {
+		return
+	}
+	ok := x <= hi && (x > lo || (!openLo && x == lo))
+	if ok {
+		return
+	}
+	br := "["
+	if openLo {
+		br = "("
+	}
+	allowed := fmt.Sprintf("%s%g, %g]", br, lo, hi)
+	if unit != "" {
+		allowed += " " + unit
+	}
+	v.p.add(field, x, allowed, "%g is out of range", x)
+}
+
+// requiredDuration requires d > 0 (negatives are reported by the walk).
+func (v *validator) requiredDuration(field string, d Duration) {
+	if d == 0 {
+		v.p.add(field, nil, "a positive duration like 500ms or 2s", "is missing")
+	}
+}
+
+func (v *validator) robot() {
+	id := v.c.Robot.ID
+	switch {
+	case id == "":
+		v.p.add("robot.id", nil, robotIDAllowed, "is missing")
+	case !robotIDPattern.MatchString(id):
+		v.p.add("robot.id", id, robotIDAllowed, "%q is not a valid robot id (it becomes part of MQTT topics and ROS names)", id)
+	}
+}
+
+func (v *validator) transport() {
+	t := v.c.Transport
+	switch t.Kind {
+	case "":
+		v.p.add("transport.kind", nil, joinStrings(Transports), "is missing")
+	case TransportSim:
+		// The sim section is checked by sim().
+	case TransportROS:
+		if t.ROS == nil {
+			v.p.add("transport.ros", nil, "a ros section (its keys are optional; write ros: {} for all defaults)",
+				"is missing; transport.kind ros needs it")
+		}
+	case TransportMQTT:
+		if t.MQTT == nil {
+			v.p.add("transport.mqtt", nil, "an mqtt section (its keys are optional; write mqtt: {} for the embedded broker)",
+				"is missing; transport.kind mqtt needs it")
+		}
+	default:
+		v.p.add("transport.kind", string(t.Kind), joinStrings(Transports), "unknown transport %q", string(t.Kind))
+	}
+	if r := t.ROS; r != nil {
+		v.ros(r)
+	}
+	if m := t.MQTT; m != nil {
+		v.mqtt(m)
+	}
+}
+
+func (v *validator) ros(r *ROSConf) {
+	const p = "transport.ros."
+	if r.MasterURI != "" {
+		u, err := url.Parse(r.MasterURI)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.p.add(p+"master_uri", r.MasterURI, "an http URL like http://127.0.0.1:11311, or empty for ROS_MASTER_URI",
+				"%q is not a ROS master URL", r.MasterURI)
+		}
+	}
+	if r.NodeName != "" && !rosBaseNamePattern.MatchString(r.NodeName) {
+		v.p.add(p+"node_name", r.NodeName, "letters, digits and '_', starting with a letter", "%q is not a ROS node name", r.NodeName)
+	}
+	if r.BaseMode != "" && r.BaseMode != BaseModeMoveBase && r.BaseMode != BaseModeCmdVel {
+		v.p.add(p+"base_mode", r.BaseMode, BaseModeMoveBase+", "+BaseModeCmdVel, "unknown base mode %q", r.BaseMode)
+	}
+	names := []struct{ key, val string }{
+		{"odom_topic", r.OdomTopic}, {"joint_states_topic", r.JointStatesTopic},
+		{"battery_topic", r.BatteryTopic}, {"detections_topic", r.DetectionsTopic},
+		{"estop_topic", r.EStopTopic}, {"cmd_vel_topic", r.CmdVelTopic},
+		{"move_base_action", r.MoveBaseAction}, {"arm_action", r.ArmAction},
+		{"gripper_action", r.GripperAction},
+	}
+	for _, n := range names {
+		if n.val != "" && !rosNamePattern.MatchString(n.val) {
+			v.p.add(p+n.key, n.val, rosNameAllowed, "%q is not a valid ROS name", n.val)
+		}
+	}
+	if r.GripperJoint != "" && strings.ContainsAny(r.GripperJoint, " \t\n") {
+		v.p.add(p+"gripper_joint", r.GripperJoint, "a joint name without spaces", "%q contains whitespace", r.GripperJoint)
+	}
+	if r.Frame != "" && !framePattern.MatchString(r.Frame) {
+		v.p.add(p+"frame", r.Frame, "a tf frame id like map or odom", "%q is not a valid frame id", r.Frame)
+	}
+}
+
+func (v *validator) mqtt(m *MQTTConf) {
+	const p = "transport.mqtt."
+	if m.Broker != "" {
+		schemes := []string{"tcp", "ssl", "tls", "mqtt", "mqtts", "ws", "wss"}
+		u, err := url.Parse(m.Broker)
+		if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+			v.p.add(p+"broker", m.Broker, "a URL like tcp://127.0.0.1:1883 (schemes "+strings.Join(schemes, ", ")+"), or empty for the embedded broker",
+				"%q is not a broker URL", m.Broker)
+		}
+	}
+	if m.TopicPrefix != "" {
+		for _, level := range strings.Split(m.TopicPrefix, "/") {
+			if !mqttLevelPattern.MatchString(level) {
+				v.p.add(p+"topic_prefix", m.TopicPrefix, "topic levels separated by '/', without '+', '#', spaces or empty levels",
+					"%q is not a valid topic prefix", m.TopicPrefix)
+				break
+			}
+		}
+	}
+}
+
+// polygon checks a polygon's shape and reports whether it is usable for
+// containment checks.
+func (v *validator) polygon(field string, pts []Point2) bool {
+	switch {
+	case len(pts) == 0:
+		v.p.add(field, nil, polyAllowed, "is missing")
+		return false
+	case len(pts) < 3:
+		v.p.add(field, len(pts), polyAllowed, "has %d points", len(pts))
+		return false
+	case len(pts) > MaxPolygonPoints:
+		v.p.add(field, len(pts), fmt.Sprintf("at most %d points", MaxPolygonPoints), "has %d points", len(pts))
+		return false
+	}
+	for _, p := range pts {
+		if !finite(p[0], p[1]) {
+			return false // reported by the walk, with the exact point
+		}
+	}
+	poly := toPolygon(pts)
+	n := len(poly)
+	for i := range n {
+		if j := (i + 1) % n; poly[i] == poly[j] {
+			v.p.add(field, pts, polyAllowed,
+				"points %d and %d are the same (the polygon closes itself; do not repeat the first point)", i, j)
+			return false
+		}
+	}
+	for i := range n {
+		for j := i + 2; j < n; j++ {
+			if i == 0 && j == n-1 {
+				continue // adjacent through the closing edge
+			}
+			if geom.SegmentIntersects(poly[i], poly[(i+1)%n], poly[j], poly[(j+1)%n]) {
+				v.p.add(field, pts, polyAllowed,
+					"edges %d and %d cross; the points must go around the outline in order", i, j)
+				return false
+			}
+		}
+	}
+	if area(poly) < 1e-6 {
+		v.p.add(field, pts, polyAllowed, "encloses no area (its points are on one line)")
+		return false
+	}
+	return true
+}
+
+// area returns a polygon's unsigned area (shoelace formula).
+func area(p geom.Polygon) float64 {
+	s := 0.0
+	for i, j := 0, len(p)-1; i < len(p); j, i = i, i+1 {
+		s += p[j].X*p[i].Y - p[i].X*p[j].Y
+	}
+	return math.Abs(s) / 2
+}
+
+// polygonInside reports whether inner lies within outer (boundaries may
+// touch): every vertex and edge midpoint of inner is in outer and no edges
+// cross properly. Both must be simple polygons.
+func polygonInside(inner, outer geom.Polygon) bool {
+	for i, a := range inner {
+		b := inner[(i+1)%len(inner)]
+		mid := geom.Point{X: (a.X + b.X) / 2, Y: (a.Y + b.Y) / 2}
+		if !outer.Contains(a) || !outer.Contains(mid) {
+			return false
+		}
+		for j, c := range outer {
+			if properCross(a, b, c, outer[(j+1)%len(outer)]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// properCross reports whether segments ab and cd cross at a point interior
+// to both (touching does not count).
+func properCross(a, b, c, d geom.Point) bool {
+	o := func(p, q, r geom.Point) float64 { return (q.X-p.X)*(r.Y-p.Y) - (q.Y-p.Y)*(r.X-p.X) }
+	d1, d2, d3, d4 := o(c, d, a), o(c, d, b), o(a, b, c), o(a, b, d)
+	return ((d1 > 0 && d2 < 0) || (d1 < 0 && d2 > 0)) && ((d3 > 0 && d4 < 0) || (d3 < 0 && d4 > 0))
+}
+
+func (v *validator) world() {
+	w := v.c.World
+	if v.polygon("world.bounds", w.Bounds) {
+		v.bounds = toPolygon(w.Bounds)
+	}
+	seen := map[string]string{}
+	for i, s := range w.Surfaces {
+		f := fmt.Sprintf("world.surfaces[%d]", i)
+		v.uniqueName(f+".name", s.Name, seen)
+		if v.polygon(f+".polygon", s.Polygon) && v.bounds != nil && !polygonInside(s.Poly(), v.bounds) {
+			v.p.add(f+".polygon", s.Polygon, "inside world.bounds: "+v.bounds.Describe(), "is not inside the room")
+		}
+		if finite(s.Height) && s.Height < 0 {
+			v.p.add(f+".height", s.Height, ">= 0 m", "%g m is below the floor", s.Height)
+		}
+	}
+	seen = map[string]string{}
+	for i, r := range w.Regions {
+		f := fmt.Sprintf("world.regions[%d]", i)
+		v.uniqueName(f+".name", r.Name, seen)
+		v.polygon(f+".polygon", r.Polygon)
+	}
+}
+
+// uniqueName requires a non-empty name not seen before in the same list.
+func (v *validator) uniqueName(field, name string, seen map[string]string) {
+	switch {
+	case name == "":
+		v.p.add(field, nil, "a unique, non-empty name", "is missing")
+	case seen[name] != "":
+		v.p.add(field, name, "a unique, non-empty name", "%q is already used by %s", name, seen[name])
+	default:
+		seen[name] = field
+	}
+}
+
+func (v *validator) base() {
+	b := v.c.Base
+	v.positive("base.max_linear_speed", b.MaxLinearSpeed, "m/s")
+	v.positive("base.max_angular_speed", b.MaxAngularSpeed, "rad/s")
+	v.positive("base.max_linear_accel", b.MaxLinearAccel, "m/s²")
+	v.positive("base.max_angular_accel", b.MaxAngularAccel, "rad/s²")
+	v.positive("base.goal_tolerance", b.GoalTolerance, "m")
+	v.inRange("base.yaw_tolerance_deg", b.YawToleranceDeg, 0, 180, true, "degrees")
+	v.positive("base.radius", b.Radius, "m")
+	if !v.polygon("base.workspace", b.Workspace) {
+		return
+	}
+	ws := toPolygon(b.Workspace)
+	if v.bounds != nil && !polygonInside(ws, v.bounds) {
+		v.p.add("base.workspace", b.Workspace, "inside world.bounds: "+v.bounds.Describe(), "is not inside the room")
+		return
+	}
+	v.workspace = ws
+}
+
+func (v *validator) arm() {
+	a := v.c.Arm
+	if a == nil {
+		return
+	}
+	if len(a.Joints) == 0 {
+		v.p.add("arm.joints", nil, "at least one joint", "is missing")
+	}
+	seen := map[string]string{}
+	for i, j := range a.Joints {
+		f := fmt.Sprintf("arm.joints[%d]", i)
+		v.uniqueName(f+".name", j.Name, seen)
+		if finite(j.Min, j.Max) && !(j.Min < j.Max) {
+			v.p.add(f+".min", j.Min, fmt.Sprintf("min < max (radians; max is %g)", j.Max),
+				"min %g is not below max %g", j.Min, j.Max)
+		}
+		v.positive(f+".max_velocity", j.MaxVelocity, "rad/s")
+	}
+	if want := len(a.Joints) - 1; want >= 0 && len(a.LinkLengths) != want {
+		v.p.add("arm.link_lengths", len(a.LinkLengths),
+			fmt.Sprintf("%d lengths, one per joint after the first (yaw) joint", want),
+			"has %d lengths for %d joints", len(a.LinkLengths), len(a.Joints))
+	}
+	sum := 0.0
+	for i, l := range a.LinkLengths {
+		v.positive(fmt.Sprintf("arm.link_lengths[%d]", i), l, "m")
+		sum += l
+	}
+	if finite(a.Reach, sum) && sum > 0 && (a.Reach <= 0 || a.Reach > sum+1e-9) {
+		v.p.add("arm.reach", a.Reach, fmt.Sprintf("(0, %g] m, the sum of the link lengths", sum),
+			"%g m is more than the links can reach or not positive", a.Reach)
+	}
+}
+
+func (v *validator) gripper() {
+	g := v.c.Gripper
+	if g == nil {
+		return
+	}
+	if v.c.Arm == nil {
+		v.p.add("gripper", nil, "a gripper only together with an arm section", "is set but the robot has no arm")
+	}
+	v.positive("gripper.max_opening", g.MaxOpening, "m")
+	v.positive("gripper.max_force", g.MaxForce, "N")
+	v.positive("gripper.grasp_tolerance", g.GraspTolerance, "m")
+	if g.MaxForce > 0 {
+		v.inRange("gripper.default_force", g.DefaultForce, 0, g.MaxForce, true, "N (at most gripper.max_force)")
+	}
+}
+
+// place checks that a base position is inside the workspace and outside
+// every keep-out region.
+func (v *validator) place(field string, x, y float64) {
+	if v.workspace == nil || !finite(x, y) {
+		return
+	}
+	q := geom.Point{X: x, Y: y}
+	if !v.workspace.Contains(q) {
+		v.p.add(field, [2]float64{x, y}, "inside base.workspace: "+v.workspace.Describe(),
+			"(%g, %g) is outside the workspace", x, y)
+		return
+	}
+	for i, r := range v.c.World.Regions {
+		if !r.KeepOut || v.p.has(fmt.Sprintf("world.regions[%d].polygon", i)) || len(r.Polygon) < 3 {
+			continue
+		}
+		if r.Poly().Contains(q) {
+			v.p.add(field, [2]float64{x, y}, "a point outside every keep-out region",
+				"(%g, %g) is inside keep-out region %q", x, y, r.Name)
+			return
+		}
+	}
+}
+
+func (v *validator) locations() {
+	for _, name := range RequiredLocations {
+		if _, ok := v.c.Locations[name]; !ok {
+			v.p.add("locations."+name, nil, "every robot defines "+strings.Join(RequiredLocations, ", "), "is missing")
+		}
+	}
+	for _, name := range sortedKeys(v.c.Locations) {
+		l := v.c.Locations[name]
+		f := "locations." + name
+		if !namePattern.MatchString(name) {
+			v.p.add(f, name, nameAllowed, "%q is not a valid location name", name)
+			continue
+		}
+		v.inRange(f+".theta_deg", l.ThetaDeg, -360, 360, false, "degrees")
+		v.place(f, l.X, l.Y)
+	}
+}
+
+func (v *validator) poses() {
+	a := v.c.Arm
+	if a == nil {
+		if len(v.c.Poses) > 0 {
+			v.p.add("poses", nil, "no poses on a robot without an arm", "are set but the robot has no arm")
+		}
+		return
+	}
+	names := v.c.JointNames()
+	joints := map[string]JointConf{}
+	for _, j := range a.Joints {
+		if _, dup := joints[j.Name]; !dup { // a duplicate is reported once, on the joint
+			joints[j.Name] = j
+		}
+	}
+	for _, pname := range sortedKeys(v.c.Poses) {
+		pose := v.c.Poses[pname]
+		f := "poses." + pname
+		if !namePattern.MatchString(pname) {
+			v.p.add(f, pname, nameAllowed, "%q is not a valid pose name", pname)
+			continue
+		}
+		var missing []string
+		for _, n := range names {
+			if _, ok := pose[n]; !ok && n != "" {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			v.p.add(f, nil, "every arm joint: "+strings.Join(names, ", "),
+				"does not set joint(s) %s", strings.Join(missing, ", "))
+		}
+		for _, jn := range sortedKeys(pose) {
+			val := pose[jn]
+			j, ok := joints[jn]
+			if !ok {
+				problem := fmt.Sprintf("unknown joint %q", jn)
+				if s := closest(jn, names); s != "" {
+					problem += fmt.Sprintf(" (did you mean %s?)", s)
+				}
+				v.p.add(f+"."+jn, jn, "the joints of arm.joints: "+strings.Join(names, ", "), "%s", problem)
+				continue
+			}
+			if finite(val, j.Min, j.Max) && j.Min < j.Max && (val < j.Min || val > j.Max) {
+				v.p.add(f+"."+jn, val, fmt.Sprintf("[%g, %g] rad, the joint's limits", j.Min, j.Max),
+					"%g rad is outside the joint's limits", val)
+			}
+		}
+	}
+}
+
+func (v *validator) safePose() {
+	s := v.c.SafePose
+	poseNames := v.c.PoseNames()
+	posesAllowed := "one of poses: " + strings.Join(poseNames, ", ")
+	if len(poseNames) == 0 {
+		posesAllowed = "the name of a pose defined under poses"
+	}
+	switch {
+	case v.c.Arm != nil && s.Arm == "":
+		v.p.add("safe_pose.arm", nil, posesAllowed, "is missing; a robot with an arm needs a safe arm pose to recover to")
+	case v.c.Arm != nil:
+		if _, ok := v.c.Poses[s.Arm]; !ok {
+			v.p.add("safe_pose.arm", s.Arm, posesAllowed, "names unknown pose %q", s.Arm)
+		}
+	case s.Arm != "":
+		v.p.add("safe_pose.arm", s.Arm, "empty on a robot without an arm", "is set but the robot has no arm")
+	}
+	switch s.Base {
+	case "stop":
+	case "":
+		v.p.add("safe_pose.base", nil, "stop (a base never drives on its own after a failure)", "is missing")
+	default:
+		v.p.add("safe_pose.base", s.Base, "stop (a base never drives on its own after a failure)", "unknown value %q", s.Base)
+	}
+	if s.Gripper != "hold" && s.Gripper != "open" {
+		v.p.add("safe_pose.gripper", s.Gripper, "hold, open", "unknown value %q", s.Gripper)
+	}
+	v.inRange("safe_pose.speed_scale", s.SpeedScale, 0, 1, true, "fraction of the speed limits")
+	v.requiredDuration("safe_pose.timeout", s.Timeout)
+}
+
+func (v *validator) camera() {
+	c := v.c.Camera
+	if c == nil {
+		return
+	}
+	if c.Width <= 0 {
+		v.p.add("camera.width", c.Width, "> 0 pixels", "%d is not positive", c.Width)
+	}
+	if c.Height <= 0 {
+		v.p.add("camera.height", c.Height, "> 0 pixels", "%d is not positive", c.Height)
+	}
+	v.positive("camera.fx", c.Fx, "pixels")
+	v.positive("camera.fy", c.Fy, "pixels")
+	if c.Width > 0 {
+		v.inRange("camera.cx", c.Cx, 0, float64(c.Width), false, "pixels, inside the image width")
+	}
+	if c.Height > 0 {
+		v.inRange("camera.cy", c.Cy, 0, float64(c.Height), false, "pixels, inside the image height")
+	}
+	v.inRange("camera.yaw_deg", c.YawDeg, -180, 180, false, "degrees")
+	v.inRange("camera.pitch_deg", c.PitchDeg, -90, 90, false, "degrees, positive down")
+	if finite(c.Mount.Z) && c.Mount.Z < 0 {
+		v.p.add("camera.mount.z", c.Mount.Z, ">= 0 m", "%g m is below the floor", c.Mount.Z)
+	}
+	v.positive("camera.max_range", c.MaxRange, "m")
+	v.positive("camera.rate_hz", c.RateHz, "Hz")
+}
+
+func (v *validator) actions() {
+	allowed := v.c.ToolNames()
+	allowedText := strings.Join(allowed, ", ")
+	for _, tool := range sortedKeys(v.c.Actions) {
+		a := v.c.Actions[tool]
+		f := "actions." + tool
+		if !slices.Contains(ActionTools, tool) {
+			problem := fmt.Sprintf("unknown action tool %q", tool)
+			if s := closest(tool, ActionTools); s != "" {
+				problem += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			v.p.add(f, tool, allowedText, "%s", problem)
+			continue
+		}
+		if !slices.Contains(allowed, tool) {
+			missing := "arm"
+			if v.c.Arm != nil {
+				missing = "gripper"
+			}
+			v.p.add(f, tool, "this robot's tools: "+allowedText, "is set but the robot has no %s", missing)
+			continue
+		}
+		switch a.Approval {
+		case "":
+			v.p.add(f+".approval", nil, joinStrings(Approvals), "is missing")
+		case ApprovalRequired, ApprovalNever:
+		default:
+			v.p.add(f+".approval", string(a.Approval), joinStrings(Approvals), "unknown approval policy %q", string(a.Approval))
+		}
+		if (tool == ToolStop || tool == ToolCancelTask) && a.Approval == ApprovalRequired {
+			v.p.add(f+".approval", string(a.Approval), string(ApprovalNever),
+				"%s must not require approval: stopping never waits for a human", tool)
+		}
+	}
+	for _, tool := range allowed {
+		if _, ok := v.c.Actions[tool]; !ok {
+			v.p.add("actions."+tool, nil, "an entry like "+tool+": {approval: "+string(v.defaultApproval(tool))+"}",
+				"is missing; every tool this robot offers needs an approval policy")
+		}
+	}
+}
+
+// defaultApproval is the policy to suggest for a missing action entry.
+func (v *validator) defaultApproval(tool string) Approval {
+	if tool == ToolStop || tool == ToolCancelTask {
+		return ApprovalNever
+	}
+	return ApprovalRequired
+}
+
+func (v *validator) safety() {
+	s := v.c.Safety
+	v.requiredDuration("safety.state_timeout", s.StateTimeout)
+	v.requiredDuration("safety.stall_timeout", s.StallTimeout)
+	v.requiredDuration("safety.approval_ttl", s.ApprovalTTL)
+	v.requiredDuration("safety.control_period", s.ControlPeriod)
+	v.requiredDuration("safety.max_grant_ttl", s.MaxGrantTTL)
+	if s.ControlPeriod > 0 && s.StateTimeout > 0 && s.ControlPeriod >= s.StateTimeout {
+		v.p.add("safety.control_period", s.ControlPeriod.String(),
+			fmt.Sprintf("< safety.state_timeout (%s), so a lost link is noticed in time", s.StateTimeout),
+			"%s is not shorter than safety.state_timeout", s.ControlPeriod)
+	}
+}
+
+func (v *validator) perception() {
+	p := v.c.Perception
+	v.inRange("perception.min_confidence", p.MinConfidence, 0, 1, false, "")
+	if v.c.Camera != nil {
+		v.requiredDuration("perception.stale_after", p.StaleAfter)
+	}
+	v.requiredDuration("perception.forget_after", p.ForgetAfter)
+	if p.StaleAfter > 0 && p.ForgetAfter > 0 && p.ForgetAfter < p.StaleAfter {
+		v.p.add("perception.forget_after", p.ForgetAfter.String(),
+			fmt.Sprintf(">= perception.stale_after (%s)", p.StaleAfter), "%s is shorter than stale_after", p.ForgetAfter)
+	}
+	v.inRange("perception.nms_iou", p.NMSIoU, 0, 1, true, "")
+	if p.MaxObjects <= 0 {
+		v.p.add("perception.max_objects", p.MaxObjects, "> 0", "%d is not positive", p.MaxObjects)
+	}
+}
+
+func (v *validator) sim() {
+	s := v.c.Sim
+	if s == nil {
+		if v.c.Transport.Kind == TransportSim {
+			v.p.add("sim", nil, "a sim section (seed, command_timeout, start, objects)", "is missing; transport.kind sim needs it")
+		}
+		return
+	}
+	v.positive("sim.physics_hz", s.PhysicsHz, "Hz")
+	v.positive("sim.state_hz", s.StateHz, "Hz")
+	if s.PhysicsHz > 0 && s.StateHz > s.PhysicsHz {
+		v.p.add("sim.state_hz", s.StateHz, fmt.Sprintf("(0, %g] Hz, at most sim.physics_hz", s.PhysicsHz),
+			"%g Hz is faster than the physics", s.StateHz)
+	}
+	v.requiredDuration("sim.command_timeout", s.CommandTimeout)
+	v.inRange("sim.battery", s.Battery, 0, 100, true, "percent")
+	if finite(s.DetectionNoisePx) && s.DetectionNoisePx < 0 {
+		v.p.add("sim.detection_noise_px", s.DetectionNoisePx, ">= 0 pixels", "%g is negative", s.DetectionNoisePx)
+	}
+	v.inRange("sim.false_positive_rate", s.FalsePositiveRate, 0, 1, false, "")
+	v.place("sim.start", s.Start.X, s.Start.Y)
+	v.inRange("sim.start.theta_deg", s.Start.ThetaDeg, -360, 360, false, "degrees")
+	seen := map[string]string{}
+	for i, o := range s.Objects {
+		f := fmt.Sprintf("sim.objects[%d]", i)
+		v.uniqueName(f+".id", o.ID, seen)
+		if o.Label == "" {
+			v.p.add(f+".label", nil, "a class name like cup or bottle", "is missing")
+		}
+		if v.bounds != nil && finite(o.X, o.Y) && !v.bounds.Contains(geom.Point{X: o.X, Y: o.Y}) {
+			v.p.add(f, [2]float64{o.X, o.Y}, "inside world.bounds: "+v.bounds.Describe(),
+				"(%g, %g) is outside the room", o.X, o.Y)
+		}
+		if finite(o.Z) && o.Z < 0 {
+			v.p.add(f+".z", o.Z, ">= 0 m", "%g m is below the floor", o.Z)
+		}
+		v.positive(f+".size", o.Size, "m")
+	}
 }
