@@ -1,0 +1,46 @@
+// Package approval is the operator approval service (DESIGN.md §3.5): the
+// only place where a human says yes or no to a robot motion.
+//
+// An action tool call that needs approval files a request with [Service.Request]
+// (the service implements actions.Approver). The request waits, pending,
+// until an operator approves it, denies it with a reason, or its TTL
+// (hw-config safety.approval_ttl) passes, which counts as a decline; a
+// cancelled task withdraws it. Each request's channel delivers exactly one
+// actions.Decision and is then closed.
+//
+// Approving a request creates a single-use ("once") grant bound to the
+// tool, the canonical hash of the arguments, the robot and an expiry; the
+// first task that sends a motion on it owns it, and only that task may use
+// it afterwards (also past expiry, so a motion that started in time can
+// finish). An operator may also create a scoped grant — a tool plus bounds
+// (named arm poses, a floor region, objects) plus a TTL capped by
+// safety.max_grant_ttl — which approves matching requests at once and
+// authorizes any call inside its bounds until it expires or is revoked.
+// The supervisor's authorization gate asks [Service.Authorize] (the service
+// implements safety.Grants) before every motion command; revocation takes
+// effect for the very next call.
+//
+// Every change goes through the optional [Store] before it takes effect, so
+// the SQLite store can persist requests, decisions and grants, and is
+// announced on [Service.Subscribe] for the console's event stream and the
+// audit trail. [NewHTTPHandler] serves the operator API:
+//
+//	GET    /v1/approvals?status=pending  → {"approvals":[Approval…]}
+//	GET    /v1/approvals/{id}            → {"approval":Approval}
+//	POST   /v1/approvals/{id}/approve    {"reason"?, "grant"?:{"scope":Scope,"ttl":"10m"}} → {"approval":…, "grant"?:…}
+//	POST   /v1/approvals/{id}/deny       {"reason":"…"} → {"approval":…}
+//	GET    /v1/grants                    → {"grants":[Grant…]} (active ones)
+//	POST   /v1/grants                    {"scope":Scope,"ttl":"10m"} → 201 {"grant":Grant}
+//	DELETE /v1/grants/{id}               → {"grant":Grant}
+//
+// Errors are {"error":{"type":…,"message":…}} with the toolerr type names:
+// 400 INVALID_PARAMS, 404 NOT_FOUND, 409 CONFLICT (the request is no longer
+// pending, the grant is already revoked), 503 UNAVAILABLE (service closed).
+// The handler does no authentication: the bridge's router only lets the
+// operator role reach it.
+//
+// The service owns no goroutine. Expiry runs on timers of the injected
+// clock, and every operation also expires what is due before it acts, so a
+// request past its TTL can never be approved, even if its timer has not
+// fired yet.
+package approval

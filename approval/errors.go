@@ -1,0 +1,125 @@
+package approval
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/safety"
+)
+
+// Sentinels callers branch on. The typed errors below wrap them.
+var (
+	// ErrNotFound: no approval request or grant has that id.
+	ErrNotFound = errors.New("not found")
+	// ErrNotPending: the request was already decided (or expired or was
+	// withdrawn), or the grant was already revoked; deciding twice never
+	// changes the first decision.
+	ErrNotPending = errors.New("no longer pending")
+	// ErrInvalid: an argument (scope, TTL, reason, operator name) is
+	// malformed; the *InvalidError says which and what is allowed.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrClosed: the service was closed.
+	ErrClosed = errors.New("approval service closed")
+)
+
+// NotFoundError says what kind of thing was not found.
+type NotFoundError struct {
+	// Kind is "approval" or "grant".
+	Kind string
+	ID   string
+}
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("no %s with id %q", e.Kind, e.ID)
+}
+
+// Unwrap returns ErrNotFound.
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
+// NotPendingError is returned when deciding a request that is already
+// decided, or revoking a grant that is already revoked or expired. It says
+// what happened to it, and who did it when.
+type NotPendingError struct {
+	// Kind is "approval" or "grant".
+	Kind   string
+	ID     string
+	Status string
+	By     string
+	At     time.Time
+}
+
+func (e *NotPendingError) Error() string {
+	s := fmt.Sprintf("%s %s is already %s", e.Kind, e.ID, e.Status)
+	if e.By != "" {
+		s += " by " + e.By
+	}
+	if !e.At.IsZero() {
+		s += " at " + e.At.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// Unwrap returns ErrNotPending.
+func (e *NotPendingError) Unwrap() error { return ErrNotPending }
+
+// InvalidError names the field at fault and what is wrong with it. Field is
+// the JSON path the operator API uses ("grant.scope.poses[1]", "ttl",
+// "reason").
+type InvalidError struct {
+	Field   string
+	Problem string
+}
+
+func (e *InvalidError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
+
+// Unwrap returns ErrInvalid.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// RefusalCause classifies why Authorize refused a motion.
+type RefusalCause string
+
+// Refusal causes.
+const (
+	CauseNoGrant       RefusalCause = "no_grant"
+	CauseUnknownGrant  RefusalCause = "unknown_grant"
+	CauseOtherRobot    RefusalCause = "other_robot"
+	CauseOtherTool     RefusalCause = "other_tool"
+	CauseOtherArgs     RefusalCause = "other_arguments"
+	CauseRevoked       RefusalCause = "revoked"
+	CauseExpired       RefusalCause = "expired"
+	CauseOtherTask     RefusalCause = "other_task"
+	CauseNoTask        RefusalCause = "no_task"
+	CauseOutsideBounds RefusalCause = "outside_bounds"
+)
+
+// RefusalError is Authorize's refusal. It wraps safety.ErrNotAuthorized,
+// and its message says why in words fit for a log line and the agent's
+// envelope.
+type RefusalError struct {
+	GrantID string
+	Cause   RefusalCause
+	// Bound names the bound a call fell outside of ("pose", "joints",
+	// "region", "location", "object"), for CauseOutsideBounds.
+	Bound  string
+	Detail string
+}
+
+func (e *RefusalError) Error() string {
+	if e.GrantID == "" {
+		return safety.ErrNotAuthorized.Error() + ": " + e.Detail
+	}
+	return fmt.Sprintf("%s: grant %s: %s", safety.ErrNotAuthorized.Error(), e.GrantID, e.Detail)
+}
+
+// Unwrap returns safety.ErrNotAuthorized.
+func (e *RefusalError) Unwrap() error { return safety.ErrNotAuthorized }
