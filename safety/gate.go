@@ -1,0 +1,155 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Authorization is what a motion presents at the gate: whose task it is,
+// which tool call, and the operator grant it holds.
+type Authorization struct {
+	TaskID  string
+	Tool    string
+	Args    map[string]any
+	GrantID string
+	// ArgsHash is ArgsHash(Tool, Args); computed when empty.
+	ArgsHash string
+
+	// recovery marks the supervisor's own return to the safe pose; only
+	// this package can set it, so no caller can claim pre-authorization.
+	recovery bool
+}
+
+// admit runs every check of the gate, in order, without sending: e-stop,
+// fault, link, limits, authorization. Deny wins: the latches are checked
+// before any grant.
+func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
+	s.mu.Lock()
+	estop, fault, last, have, lastAt := s.estop, s.fault, s.last, s.haveState, s.lastAt
+	s.mu.Unlock()
+	if estop.Active {
+		return toolerr.New(toolerr.EStopActive, "the e-stop is latched (pressed by %s: %s); no motion until an operator resets it",
+			estop.By, orDash(estop.Reason)).Wrap(ErrEStopActive).With("estop_by", estop.By)
+	}
+	if fault.Latched {
+		e := toolerr.New(toolerr.SafetyViolation, "a fault is latched (%s); nothing moves until an operator clears it",
+			fault.Reason).Wrap(ErrFaultLatched).With("fault", fault.Reason)
+		e.Suggestion = "tell the user that an operator must inspect the robot and clear the fault; do not retry"
+		return e
+	}
+	if !s.drv.LinkUp() {
+		return unavailable("the robot link is down", s.set.stateTimeout*2)
+	}
+	if !have {
+		return unavailable("no robot state has been received yet", s.set.stateTimeout*2)
+	}
+	if age := s.clock.Since(lastAt); age > s.set.stateTimeout {
+		return unavailable(fmt.Sprintf("the robot has sent no state for %.1f s", age.Seconds()), s.set.stateTimeout*2)
+	}
+	from := last.Base
+	if err := s.limits.Check(cmd, &from); err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return le.ToolError()
+		}
+		return toolerr.New(toolerr.InvalidParams, "%v", err).Wrap(err)
+	}
+	return s.authorize(a)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}
+
+func unavailable(msg string, retry time.Duration) *toolerr.Error {
+	e := toolerr.New(toolerr.Unavailable, "%s; nothing was sent", msg).Wrap(ErrLinkDown)
+	e.RetryAfter = retry
+	return e
+}
+
+// authorize is the last check of the gate.
+func (s *Supervisor) authorize(a Authorization) error {
+	if a.recovery {
+		if s.set.preauthorized {
+			return nil
+		}
+		return toolerr.New(toolerr.PermissionDenied, "recovery to the safe pose is not pre-authorized by the config").Wrap(ErrNotAuthorized)
+	}
+	if ac, ok := s.cfg.Actions[a.Tool]; ok && ac.Approval == hwconfig.ApprovalNever {
+		return nil
+	}
+	if a.GrantID == "" {
+		return toolerr.New(toolerr.PermissionDenied, "%s needs an operator's approval and the task holds no grant", a.Tool).Wrap(ErrNotAuthorized)
+	}
+	if s.grants == nil {
+		return toolerr.New(toolerr.PermissionDenied, "no grant service is configured, so grant %s cannot be checked", a.GrantID).Wrap(ErrNotAuthorized)
+	}
+	hash := a.ArgsHash
+	if hash == "" {
+		hash = ArgsHash(a.Tool, a.Args)
+	}
+	err := s.grants.Authorize(Use{GrantID: a.GrantID, TaskID: a.TaskID, Tool: a.Tool, Args: a.Args, ArgsHash: hash,
+		RobotID: s.cfg.Robot.ID, Now: s.clock.Now()})
+	if err != nil {
+		if !errors.Is(err, ErrNotAuthorized) {
+			err = fmt.Errorf("%w: %w", ErrNotAuthorized, err)
+		}
+		return toolerr.New(toolerr.PermissionDenied, "grant %s does not authorize this motion: %v", a.GrantID, err).Wrap(err)
+	}
+	return nil
+}
+
+// send is the gate: the only call of Driver.Send in the bridge. before,
+// when set, runs after every check passed and before the command leaves,
+// under the same lock an e-stop synchronises on; an error from it means
+// nothing is sent (the action runner records the transition there).
+func (s *Supervisor) send(ctx context.Context, a Authorization, cmd robot.Command, before func() error) error {
+	err := s.sendLocked(ctx, a, cmd, before)
+	if err != nil {
+		s.emit(Event{Kind: EventCommandRefused, TaskID: a.TaskID, Reason: cmd.Kind.String(), Err: err})
+		return err
+	}
+	s.emit(Event{Kind: EventCommandSent, TaskID: a.TaskID, Reason: cmd.Kind.String()})
+	return nil
+}
+
+func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.Command, before func() error) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if err := s.admit(a, cmd); err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)
+		}
+	}
+	if err := s.drv.Send(ctx, cmd); err != nil {
+		return &sendError{err}
+	}
+	return nil
+}
+
+// sendError is a failure of Driver.Send after the gate admitted the
+// command: the robot may or may not have started moving.
+type sendError struct{ err error }
+
+func (e *sendError) Error() string { return "driver send: " + e.err.Error() }
+func (e *sendError) Unwrap() error { return e.err }
+
+// Admit runs the gate's checks for cmd under a without sending anything:
+// what Execute would refuse it with, or nil. Tests and the tool API's dry
+// runs use it.
+func (s *Supervisor) Admit(a Authorization, cmd robot.Command) error {
+	a.recovery = false
+	return s.admit(a, cmd)
+}

@@ -1,0 +1,623 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Step is one command of a motion and how to tell that it is done.
+type Step struct {
+	// Name says what the step does, in words ("pre-grasp above red_cup").
+	Name    string
+	Command robot.Command
+	// Done reports whether the robot has reached the step's goal.
+	// Required.
+	Done func(robot.State) bool
+	// Remaining measures what is left to do (metres, radians: any unit
+	// that shrinks as the robot progresses). The stall monitor trips when
+	// it has not shrunk for safety.stall_timeout. Optional: without it the
+	// step is only bounded by the deadline.
+	Remaining func(robot.State) float64
+	// Verify, when set, checks the state once Done holds (a grasp that
+	// must hold the object); an error fails the motion.
+	Verify func(robot.State) error
+}
+
+// Hooks let the action runner record the task's transitions at the right
+// moments. Every hook is optional.
+type Hooks struct {
+	// BeforeStart runs once the gate has admitted the first command and
+	// before it is sent; an error means nothing is sent and the motion is
+	// rejected. It runs under the gate's lock, so it must not call back
+	// into the supervisor.
+	BeforeStart func() error
+	// Progress is called with each new state while the motion executes.
+	Progress func(step int, st robot.State)
+	// Stopped is called right after the stop command of a trip has been
+	// sent, before anything else happens.
+	Stopped func(Trip)
+	// BeforeRecovery runs before the first recovery command is sent; an
+	// error means no recovery motion and a latched fault.
+	BeforeRecovery func() error
+}
+
+// Motion is one supervised motion of a task.
+type Motion struct {
+	Auth  Authorization
+	Steps []Step
+	// Deadline bounds the whole motion from its first command.
+	Deadline time.Duration
+	Hooks    Hooks
+}
+
+// OutcomeKind is how a supervised motion ended.
+type OutcomeKind string
+
+// Outcomes of Execute.
+const (
+	// OutcomeSucceeded: every step reached its goal.
+	OutcomeSucceeded OutcomeKind = "succeeded"
+	// OutcomeRejected: the gate refused the first command; nothing was sent.
+	OutcomeRejected OutcomeKind = "rejected"
+	// OutcomeCancelled: cancelled or stopped on request, robot confirmed stopped.
+	OutcomeCancelled OutcomeKind = "cancelled"
+	// OutcomeRecovered: a monitor tripped, the robot stopped and returned
+	// to the safe pose.
+	OutcomeRecovered OutcomeKind = "recovered"
+	// OutcomeFault: stopping or recovery failed or was not allowed; a
+	// fault is latched.
+	OutcomeFault OutcomeKind = "fault"
+	// OutcomeEStopped: the e-stop latched during the motion.
+	OutcomeEStopped OutcomeKind = "estopped"
+	// OutcomeInterrupted: the supervisor closed during the motion.
+	OutcomeInterrupted OutcomeKind = "interrupted"
+)
+
+// Trip is what ended a motion early.
+type Trip struct {
+	Kind TripKind
+	// Detail says what happened in words.
+	Detail string
+	// Step is the index of the step that was running, StepName its name.
+	Step     int
+	StepName string
+	// At is the supervisor's clock at detection; Elapsed is since the
+	// motion's first command.
+	At      time.Time
+	Elapsed time.Duration
+	Err     error
+	// By names who stopped or cancelled (TripCancelled).
+	By string
+	// State is the latest robot state at detection.
+	State robot.State
+}
+
+// Recovery reports what the supervisor did after a trip.
+type Recovery struct {
+	// Attempted is true when a recovery motion was started.
+	Attempted bool
+	// Succeeded is true when the robot is stopped and in the safe pose.
+	Succeeded bool
+	// Text says what recovery did, in words ("arm returned to stowed").
+	Text string
+	// Trip is what ended a failed recovery motion.
+	Trip *Trip
+}
+
+// Outcome is how Execute ended.
+type Outcome struct {
+	Kind OutcomeKind
+	// Err is the gate's refusal (OutcomeRejected), a *toolerr.Error.
+	Err  error
+	Trip *Trip
+	// StepsDone counts the steps that reached their goal.
+	StepsDone int
+	// StopConfirmed is true when the robot was seen at rest after the stop.
+	StopConfirmed bool
+	Recovery      Recovery
+	// FaultReason is the latched fault (OutcomeFault).
+	FaultReason string
+	// State is the latest robot state when Execute returned.
+	State robot.State
+}
+
+// Execute runs m under supervision and returns when it has succeeded,
+// been refused, or ended in a stop (and recovery, or a latched fault).
+// Only one motion runs at a time; a second concurrent call is rejected
+// with ROBOT_BUSY. Cancelling ctx cancels the motion: the robot is
+// stopped and Execute returns OutcomeCancelled only once it is confirmed
+// at rest.
+func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
+	if len(m.Steps) == 0 {
+		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.Internal, "motion has no steps")}
+	}
+	for i, st := range m.Steps {
+		if st.Done == nil {
+			return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.Internal, "step %d (%s) has no Done predicate", i, st.Name)}
+		}
+	}
+	if m.Deadline <= 0 {
+		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.Internal, "motion has no deadline")}
+	}
+	if m.Auth.ArgsHash == "" {
+		m.Auth.ArgsHash = ArgsHash(m.Auth.Tool, m.Auth.Args)
+	}
+	m.Auth.recovery = false
+	s.mu.Lock()
+	if !s.running || s.closed {
+		s.mu.Unlock()
+		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.Unavailable, "the safety supervisor is not running").Wrap(ErrNotStarted)}
+	}
+	if s.active != nil {
+		other := s.active.view
+		s.mu.Unlock()
+		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.RobotBusy, "task %s (%s) is already moving the robot", other.TaskID, other.Tool).
+			Wrap(ErrBusy).With("task_id", other.TaskID).With("tool", other.Tool)}
+	}
+	a := &activeMotion{
+		view: ActiveMotion{TaskID: m.Auth.TaskID, Tool: m.Auth.Tool, Phase: PhaseExecuting, Since: s.clock.Now()},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	s.active = a
+	sctx := s.ctx
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active = nil
+		s.mu.Unlock()
+	}()
+	r := &run{s: s, a: a, sctx: sctx}
+	return r.execute(ctx, m)
+}
+
+type run struct {
+	s    *Supervisor
+	a    *activeMotion
+	sctx context.Context
+}
+
+// idle records that the loop has processed everything up to now and is
+// about to block until next (its next tick); busy records that it woke.
+// Test harnesses stepping a fake clock wait on them.
+func (r *run) idle(next time.Time) {
+	r.s.mu.Lock()
+	r.a.blocked, r.a.nextTick = true, next
+	r.s.mu.Unlock()
+}
+
+func (r *run) busy() {
+	r.s.mu.Lock()
+	r.a.blocked = false
+	r.s.mu.Unlock()
+}
+
+func (r *run) setPhase(p Phase) {
+	r.s.mu.Lock()
+	r.a.view.Phase = p
+	r.s.mu.Unlock()
+}
+
+func (r *run) execute(ctx context.Context, m Motion) Outcome {
+	trip, done, err := r.supervise(ctx, m.Auth, m.Steps, m.Deadline, m.Hooks.BeforeStart, m.Hooks.Progress, false)
+	if err != nil {
+		st, _, _ := r.s.Latest()
+		return Outcome{Kind: OutcomeRejected, Err: err, State: st}
+	}
+	if trip == nil {
+		st, _, _ := r.s.Latest()
+		return Outcome{Kind: OutcomeSucceeded, StepsDone: done, State: st}
+	}
+	out := Outcome{Trip: trip, StepsDone: done}
+	r.setPhase(PhaseStopping)
+	// The stop has been sent by supervise already; now tell the runner.
+	if m.Hooks.Stopped != nil {
+		m.Hooks.Stopped(*trip)
+	}
+	if trip.Kind == TripShutdown {
+		out.Kind = OutcomeInterrupted
+		out.State, _, _ = r.s.Latest()
+		return out
+	}
+	out.StopConfirmed = r.waitStopped(trip.At)
+	out.State, _, _ = r.s.Latest()
+	switch {
+	case r.s.eStopped():
+		out.Kind = OutcomeEStopped
+		out.Recovery.Text = "no recovery motion while the e-stop is latched"
+		return out
+	case trip.Kind == TripCancelled:
+		if out.StopConfirmed {
+			out.Kind = OutcomeCancelled
+			return out
+		}
+		return r.fault(out, m.Auth.TaskID, "after a cancel the robot was not confirmed stopped within "+r.s.set.stopTimeout.String())
+	case !out.StopConfirmed:
+		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, r.s.set.stopTimeout))
+	case !r.s.set.preauthorized:
+		out.Recovery.Text = "recovery to the safe pose is not pre-authorized by the config"
+		return r.fault(out, m.Auth.TaskID, trip.Detail+"; "+out.Recovery.Text)
+	}
+	return r.recover(ctx, out, m)
+}
+
+func (r *run) fault(out Outcome, taskID, reason string) Outcome {
+	r.s.latchFault(taskID, reason)
+	out.Kind = OutcomeFault
+	out.FaultReason = reason
+	out.State, _, _ = r.s.Latest()
+	return out
+}
+
+// recover returns the arm to the safe pose, the base staying stopped.
+func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
+	s := r.s
+	st, _, _ := s.Latest()
+	var steps []Step
+	name := s.set.safePoseName
+	if len(s.set.safePose) > 0 && !jointsAt(st, s.set.safePose, s.set.jointTol) {
+		steps = append(steps, ArmStep("return the arm to "+name, s.set.safePose, s.set.speedScale, s.set.jointTol))
+	}
+	if s.set.gripperOpen && s.cfg.Gripper != nil && (st.Gripper == nil || st.Gripper.Closed) {
+		steps = append(steps, GripperStep("open the gripper", false, 0, s.cfg.Gripper.MaxOpening))
+	}
+	if len(steps) == 0 {
+		out.Kind = OutcomeRecovered
+		out.Recovery = Recovery{Succeeded: true, Text: "arm already in " + name + ", base stopped"}
+		if name == "" {
+			out.Recovery.Text = "base stopped"
+		}
+		return out
+	}
+	if m.Hooks.BeforeRecovery != nil {
+		if err := m.Hooks.BeforeRecovery(); err != nil {
+			out.Recovery.Text = "recovery was not started because its transition could not be recorded"
+			return r.fault(out, m.Auth.TaskID, out.Recovery.Text+": "+err.Error())
+		}
+	}
+	r.setPhase(PhaseRecovering)
+	out.Recovery.Attempted = true
+	s.emit(Event{Kind: EventRecoveryStarted, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Trip.Detail})
+	auth := Authorization{TaskID: m.Auth.TaskID, Tool: "recovery", recovery: true}
+	trip, _, err := r.supervise(ctx, auth, steps, s.set.safePoseTimeout, nil, nil, true)
+	if err == nil && trip == nil {
+		out.Kind = OutcomeRecovered
+		out.Recovery.Succeeded = true
+		out.Recovery.Text = "arm returned to " + name
+		if name == "" {
+			out.Recovery.Text = "gripper opened"
+		}
+		if s.set.gripperOpen && name != "" {
+			out.Recovery.Text += " and gripper opened"
+		}
+		out.State, _, _ = s.Latest()
+		s.emit(Event{Kind: EventRecoveryFinished, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Recovery.Text})
+		return out
+	}
+	if err != nil {
+		// Refused at the gate: e-stop latched meanwhile, or link never
+		// came back before the recovery deadline.
+		out.Recovery.Text = "recovery could not start: " + toolerr.As(err).Message
+	} else {
+		out.Recovery.Trip = trip
+		out.Recovery.Text = "recovery to " + name + " failed: " + trip.Detail
+		r.waitStopped(trip.At)
+	}
+	s.emit(Event{Kind: EventRecoveryFinished, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Recovery.Text, Err: errors.New(out.Recovery.Text)})
+	if s.eStopped() {
+		out.Kind = OutcomeEStopped
+		out.State, _, _ = s.Latest()
+		return out
+	}
+	return r.fault(out, m.Auth.TaskID, out.Trip.Detail+"; "+out.Recovery.Text)
+}
+
+func (s *Supervisor) eStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.estop.Active
+}
+
+// supervise sends steps one by one through the gate and watches each
+// until done. It returns the trip that ended it (after the stop was
+// sent), or the gate's refusal of the first command (nothing sent). With
+// retryUnavailable a refusal for a down link is retried every period until
+// the deadline (recovery waits for a link that dropped).
+func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, deadline time.Duration,
+	beforeStart func() error, progress func(int, robot.State), retryUnavailable bool,
+) (*Trip, int, error) {
+	s := r.s
+	period := s.set.controlPeriod
+	timer := s.clock.NewTimer(period)
+	defer timer.Stop()
+	armed := true
+	start := s.clock.Now()
+	nextTick := start.Add(period)
+	mkTrip := func(kind TripKind, step int, detail string, err error) *Trip {
+		st, _, _ := s.Latest()
+		now := s.clock.Now()
+		t := &Trip{Kind: kind, Detail: detail, Step: step, At: now, Elapsed: now.Sub(start), Err: err, State: st}
+		if step < len(steps) {
+			t.StepName = steps[step].Name
+		}
+		return t
+	}
+	// wait blocks until the next control-period tick (tick true), a new
+	// state or latch change, or the end of the motion (a trip).
+	wait := func() (bool, *Trip) {
+		// Re-arm only now, after all processing of the last tick, so a
+		// fake clock's waiter count shows when the loop is idle again.
+		if !armed {
+			timer.Reset(period)
+			armed, nextTick = true, s.clock.Now().Add(period)
+		}
+		r.idle(nextTick)
+		defer r.busy()
+		select {
+		case <-timer.Chan():
+			armed = false
+			return true, nil
+		case <-r.a.wake:
+			return false, nil
+		case <-ctx.Done():
+			return false, mkTrip(TripCancelled, 0, "cancelled", ctx.Err())
+		case <-r.a.stop:
+			t := mkTrip(TripCancelled, 0, "stopped by "+r.a.stopBy, nil)
+			t.By = r.a.stopBy
+			if r.a.stopWhy != "" {
+				t.Detail += " (" + r.a.stopWhy + ")"
+			}
+			return false, t
+		case <-r.sctx.Done():
+			return false, mkTrip(TripShutdown, 0, "the bridge is shutting down", nil)
+		}
+	}
+	for i, step := range steps {
+		// Send the step through the gate.
+		var before func() error
+		if i == 0 {
+			before = beforeStart
+		}
+		for {
+			err := s.send(ctx, auth, step.Command, before)
+			if err == nil {
+				break
+			}
+			var se *sendError
+			switch {
+			case errors.As(err, &se):
+				return r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+": "+se.err.Error(), err)), i, nil
+			case errors.Is(err, ErrLinkDown) && retryUnavailable && s.clock.Since(start) < deadline:
+				if _, t := wait(); t != nil {
+					return r.trip(t), i, nil
+				}
+				continue
+			case i == 0:
+				return nil, 0, err
+			case errors.Is(err, ErrEStopActive):
+				return r.trip(mkTrip(TripEStop, i, "the e-stop is latched", err)), i, nil
+			case errors.Is(err, ErrLinkDown):
+				return r.trip(mkTrip(TripLinkDown, i, toolerr.As(err).Message, err)), i, nil
+			default:
+				return r.trip(mkTrip(TripDriverError, i, "the gate refused "+step.Name+": "+toolerr.As(err).Message, err)), i, nil
+			}
+		}
+		stepStart := s.clock.Now()
+		best, lastProgress := math.Inf(1), stepStart
+		var lastSeen time.Time
+		for {
+			now := s.clock.Now()
+			st, at, have := s.Latest()
+			if t := r.check(now, at, have, st); t != nil {
+				t2 := mkTrip(t.kind, i, t.detail, t.err)
+				return r.trip(t2), i, nil
+			}
+			if at != lastSeen && progress != nil && have {
+				progress(i, st)
+			}
+			lastSeen = at
+			if have && step.Done(st) {
+				if step.Verify != nil {
+					if err := step.Verify(st); err != nil {
+						return r.trip(mkTrip(TripVerifyFailed, i, err.Error(), err)), i, nil
+					}
+				}
+				break
+			}
+			if el := now.Sub(start); el > deadline {
+				return r.trip(mkTrip(TripDeadline, i, fmt.Sprintf("%s did not finish within its %.1f s deadline", stepLabel(step, auth), deadline.Seconds()), nil)), i, nil
+			}
+			if step.Remaining != nil && have {
+				if rem := step.Remaining(st); rem < best-stallEpsilon {
+					best, lastProgress = rem, now
+				} else if now.Sub(lastProgress) > s.set.stallTimeout {
+					return r.trip(mkTrip(TripStall, i, fmt.Sprintf("no progress on %s for %.1f s", stepLabel(step, auth), s.set.stallTimeout.Seconds()), nil)), i, nil
+				}
+			}
+			tick, t := wait()
+			if t != nil {
+				t.Step = i
+				t.StepName = step.Name
+				return r.trip(t), i, nil
+			}
+			// Keep the robot's command watchdog fed while we supervise.
+			if tick {
+				if err := s.drv.Refresh(ctx); err != nil && ctx.Err() == nil {
+					return r.trip(mkTrip(TripDriverError, i, "the driver failed to refresh the motion: "+err.Error(), err)), i, nil
+				}
+			}
+		}
+	}
+	return nil, len(steps), nil
+}
+
+// stallEpsilon is the least decrease of Remaining that counts as progress.
+const stallEpsilon = 0.002
+
+func stepLabel(st Step, a Authorization) string {
+	if st.Name != "" {
+		return st.Name
+	}
+	return a.Tool
+}
+
+type check struct {
+	kind   TripKind
+	detail string
+	err    error
+}
+
+// check runs the runtime monitors that do not depend on the step.
+func (r *run) check(now, at time.Time, have bool, st robot.State) *check {
+	s := r.s
+	if s.eStopped() {
+		return &check{TripEStop, "the e-stop was pressed", ErrEStopActive}
+	}
+	if !s.drv.LinkUp() {
+		return &check{TripLinkDown, "the robot link went down", ErrLinkDown}
+	}
+	if !have || now.Sub(at) > s.set.stateTimeout {
+		age := now.Sub(at)
+		return &check{TripSilence, fmt.Sprintf("the robot sent no state for %.2f s (limit %.2f s)", age.Seconds(), s.set.stateTimeout.Seconds()), ErrLinkDown}
+	}
+	if st.EStop {
+		return &check{TripRobotEStop, "the robot's own e-stop engaged", ErrEStopActive}
+	}
+	if len(st.Faults) > 0 {
+		return &check{TripRobotFault, "the robot reported " + strings.Join(st.Faults, ", "), nil}
+	}
+	if b := s.limits.Breach(st, s.set.breachTol); b != "" {
+		return &check{TripLimitBreach, b, ErrLimitExceeded}
+	}
+	return nil
+}
+
+// trip sends the stop first, then reports the trip.
+func (r *run) trip(t *Trip) *Trip {
+	s := r.s
+	detected := s.clock.Now()
+	err := s.stopNow(context.Background())
+	lat := s.clock.Since(detected)
+	if t.Kind == TripEStop || t.Kind == TripRobotEStop {
+		s.mu.Lock()
+		fresh := !s.estop.Active
+		if fresh {
+			s.estop = EStopStatus{Active: true, By: "robot", Reason: t.Detail, Since: detected}
+		}
+		s.mu.Unlock()
+		if fresh {
+			s.emit(Event{Kind: EventEStopPressed, At: detected, By: "robot", Reason: t.Detail})
+		}
+	}
+	s.log.Warn("monitor tripped", "task", r.a.view.TaskID, "monitor", t.Kind, "detail", t.Detail, "stop_latency", lat, "stop_err", err)
+	if t.Kind != TripCancelled && t.Kind != TripShutdown {
+		s.emit(Event{Kind: EventMonitorTripped, At: detected, TaskID: r.a.view.TaskID, Monitor: t.Kind, Reason: t.Detail, Err: t.Err})
+	}
+	s.emit(Event{Kind: EventStopSent, At: detected, TaskID: r.a.view.TaskID, By: "supervisor", Monitor: t.Kind, Reason: t.Detail, Latency: lat, Err: err})
+	return t
+}
+
+// waitStopped waits, one control period at a time and at most the stop
+// timeout, for a state received after the stop that shows the robot at
+// rest. It re-sends the stop when the driver failed it.
+func (r *run) waitStopped(since time.Time) bool {
+	s := r.s
+	timer := s.clock.NewTimer(s.set.controlPeriod)
+	defer timer.Stop()
+	armed := true
+	start := s.clock.Now()
+	nextTick := start.Add(s.set.controlPeriod)
+	for {
+		st, at, have := s.Latest()
+		if have && s.drv.LinkUp() && !at.Before(since) && !st.Moving(0.01, 0.02) {
+			return true
+		}
+		if s.clock.Since(start) > s.set.stopTimeout {
+			return false
+		}
+		if !armed {
+			timer.Reset(s.set.controlPeriod)
+			armed, nextTick = true, s.clock.Now().Add(s.set.controlPeriod)
+		}
+		r.idle(nextTick)
+		select {
+		case <-timer.Chan():
+			armed = false
+		case <-r.a.wake:
+		case <-r.sctx.Done():
+			r.busy()
+			return false
+		}
+		r.busy()
+	}
+}
+
+// jointsAt reports whether every joint is within tol of q.
+func jointsAt(st robot.State, q []float64, tol float64) bool {
+	if len(st.Joints) < len(q) {
+		return false
+	}
+	for i, v := range q {
+		if math.Abs(st.Joints[i].Position-v) > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// ArmStep is a step that moves the arm to q at the given velocity scale,
+// done when every joint is within tol of q.
+func ArmStep(name string, q []float64, scale, tol float64) Step {
+	q = append([]float64(nil), q...)
+	return Step{
+		Name:    name,
+		Command: robot.Command{Kind: robot.CmdMoveArm, Arm: &robot.ArmGoal{Positions: q, VelocityScale: scale}},
+		Done:    func(st robot.State) bool { return jointsAt(st, q, tol) },
+		Remaining: func(st robot.State) float64 {
+			m := 0.0
+			for i, v := range q {
+				if i < len(st.Joints) {
+					m = math.Max(m, math.Abs(st.Joints[i].Position-v))
+				}
+			}
+			return m
+		},
+	}
+}
+
+// GripperStep is a step that opens or closes the gripper. Closing is done
+// when the gripper reports closed (on an object or empty); opening when
+// the fingers are at least 90% of maxOpening apart and not closed.
+func GripperStep(name string, close bool, force, maxOpening float64) Step {
+	return Step{
+		Name:    name,
+		Command: robot.Command{Kind: robot.CmdGripper, Gripper: &robot.GripperGoal{Close: close, Force: force}},
+		Done: func(st robot.State) bool {
+			if st.Gripper == nil {
+				return false
+			}
+			if close {
+				return st.Gripper.Closed
+			}
+			return !st.Gripper.Closed && st.Gripper.Opening >= 0.9*maxOpening
+		},
+		Remaining: func(st robot.State) float64 {
+			if st.Gripper == nil {
+				return math.Inf(1)
+			}
+			if close {
+				if st.Gripper.Closed {
+					return 0
+				}
+				return st.Gripper.Opening
+			}
+			return math.Max(0, maxOpening-st.Gripper.Opening)
+		},
+	}
+}

@@ -1,0 +1,630 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Sentinels the gate's refusals wrap, for callers that branch on them.
+var (
+	// ErrEStopActive: the e-stop is latched.
+	ErrEStopActive = errors.New("e-stop latched")
+	// ErrFaultLatched: a fault is latched and an operator must clear it.
+	ErrFaultLatched = errors.New("fault latched")
+	// ErrLinkDown: the robot link is down or its state is stale.
+	ErrLinkDown = errors.New("robot link down")
+	// ErrBusy: another motion is already supervised.
+	ErrBusy = errors.New("another motion is running")
+	// ErrNotStarted: Start has not been called, or Close has.
+	ErrNotStarted = errors.New("supervisor not running")
+)
+
+// Conf configures a Supervisor.
+type Conf struct {
+	// Config is the robot's hardware config: limits, safe pose, monitor
+	// timeouts and approval policy. Required.
+	Config *hwconfig.Config
+	// Driver reaches the robot. Required. Only the supervisor may hold it.
+	Driver Driver
+	// Grants checks operator grants (optional). It defaults to none, so
+	// only tools the config marks "approval: never" and pre-authorized
+	// recovery can move the robot.
+	Grants Grants
+	// Clock (optional) defaults to the real clock; tests inject a fake one.
+	Clock clockwork.Clock
+	// Logger (optional) defaults to slog.Default().
+	Logger *slog.Logger
+	// Observer (optional) receives every safety event.
+	Observer Observer
+}
+
+// settings are the effective monitor settings after defaults.
+type settings struct {
+	controlPeriod   time.Duration
+	stateTimeout    time.Duration
+	stallTimeout    time.Duration
+	safePoseTimeout time.Duration
+	speedScale      float64
+	gripperOpen     bool
+	preauthorized   bool
+	safePose        []float64
+	safePoseName    string
+	stopTimeout     time.Duration
+	jointTol        float64
+	breachTol       float64
+}
+
+// Defaults applied when the config leaves a field zero. The hw-config
+// loader applies the same documented defaults; repeating them here keeps
+// the supervisor safe with a hand-built Config too.
+const (
+	DefaultControlPeriod   = 20 * time.Millisecond
+	DefaultStateTimeout    = 500 * time.Millisecond
+	DefaultStallTimeout    = 3 * time.Second
+	DefaultSafePoseTimeout = 15 * time.Second
+	DefaultSpeedScale      = 0.3
+	// JointTolerance is how close (rad) every joint must be to its goal for
+	// an arm motion to count as done.
+	JointTolerance = 0.02
+)
+
+// EStopStatus is the e-stop latch.
+type EStopStatus struct {
+	Active bool      `json:"active"`
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitempty"`
+}
+
+// FaultStatus is the fault latch.
+type FaultStatus struct {
+	Latched bool      `json:"latched"`
+	Reason  string    `json:"reason,omitempty"`
+	TaskID  string    `json:"task_id,omitempty"`
+	Since   time.Time `json:"since,omitempty"`
+}
+
+// MonitorConf is the effective monitor configuration, reported in Status.
+type MonitorConf struct {
+	ControlPeriod   time.Duration `json:"control_period"`
+	StateTimeout    time.Duration `json:"state_timeout"`
+	StallTimeout    time.Duration `json:"stall_timeout"`
+	SafePose        string        `json:"safe_pose"`
+	SafePoseTimeout time.Duration `json:"safe_pose_timeout"`
+	SpeedScale      float64       `json:"speed_scale"`
+	GripperOnSafe   string        `json:"gripper_on_safe"`
+	Preauthorized   bool          `json:"recovery_preauthorized"`
+}
+
+// ActiveMotion is the motion under supervision.
+type ActiveMotion struct {
+	TaskID string    `json:"task_id"`
+	Tool   string    `json:"tool"`
+	Phase  Phase     `json:"phase"`
+	Since  time.Time `json:"since"`
+}
+
+// Phase is what the supervised motion is doing.
+type Phase string
+
+// Phases of a supervised motion.
+const (
+	PhaseExecuting  Phase = "executing"
+	PhaseStopping   Phase = "stopping"
+	PhaseRecovering Phase = "recovering"
+)
+
+// Status is a snapshot of the supervisor, for get_safety_status, the
+// console and /readyz.
+type Status struct {
+	EStop  EStopStatus `json:"estop"`
+	Fault  FaultStatus `json:"fault"`
+	LinkUp bool        `json:"link_up"`
+	// HaveState is false until the first robot state arrives.
+	HaveState    bool          `json:"have_state"`
+	LastStateAge time.Duration `json:"last_state_age"`
+	// RobotEStop is the robot's own e-stop circuit, as last reported.
+	RobotEStop bool          `json:"robot_estop"`
+	Active     *ActiveMotion `json:"active,omitempty"`
+	Monitors   MonitorConf   `json:"monitors"`
+}
+
+// Supervisor is the safety supervisor. It owns the Driver: every motion
+// command passes its gate, every motion is watched by its monitors.
+type Supervisor struct {
+	cfg    *hwconfig.Config
+	drv    Driver
+	grants Grants
+	clock  clockwork.Clock
+	log    *slog.Logger
+	limits *Limits
+	set    settings
+
+	obsMu     sync.Mutex
+	observers []*observerEntry // guarded by obsMu
+
+	// sendMu serialises the gate's check-then-send against a concurrent
+	// e-stop, so a command that passed the check cannot land after the
+	// e-stop's stop without a second stop following it.
+	sendMu sync.Mutex
+
+	mu         sync.Mutex
+	estop      EStopStatus   // guarded by mu
+	fault      FaultStatus   // guarded by mu
+	last       robot.State   // guarded by mu
+	haveState  bool          // guarded by mu
+	lastAt     time.Time     // guarded by mu; supervisor clock at receipt
+	active     *activeMotion // guarded by mu
+	running    bool          // guarded by mu
+	closed     bool          // guarded by mu
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       chan struct{}
+	stopCtxDur time.Duration
+}
+
+type observerEntry struct{ o Observer }
+
+type activeMotion struct {
+	view ActiveMotion
+	// wake is signalled (non-blocking) on every state and latch change.
+	wake chan struct{}
+	// stop is closed when an operator or the stop tool stops the robot.
+	stop     chan struct{}
+	stopOnce sync.Once
+	stopBy   string
+	stopWhy  string
+	// blocked is true while the motion loop waits; nextTick is when its
+	// timer fires next. Both guarded by the supervisor's mu.
+	blocked  bool
+	nextTick time.Time
+}
+
+func (a *activeMotion) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// New validates conf and returns a supervisor that is not yet running;
+// call Start.
+func New(conf Conf) (*Supervisor, error) {
+	if conf.Config == nil {
+		return nil, errors.New("safety: Conf.Config is required")
+	}
+	if conf.Driver == nil {
+		return nil, errors.New("safety: Conf.Driver is required")
+	}
+	if conf.Clock == nil {
+		conf.Clock = clockwork.NewRealClock()
+	}
+	if conf.Logger == nil {
+		conf.Logger = slog.Default()
+	}
+	lim, err := NewLimits(conf.Config)
+	if err != nil {
+		return nil, err
+	}
+	set, err := effective(conf.Config)
+	if err != nil {
+		return nil, err
+	}
+	s := &Supervisor{
+		cfg: conf.Config, drv: conf.Driver, grants: conf.Grants, clock: conf.Clock,
+		log:    conf.Logger.With("component", "safety"),
+		limits: lim, set: set, done: make(chan struct{}),
+		stopCtxDur: time.Second,
+	}
+	if conf.Observer != nil {
+		s.observers = append(s.observers, &observerEntry{conf.Observer})
+	}
+	return s, nil
+}
+
+func effective(c *hwconfig.Config) (settings, error) {
+	st := settings{
+		controlPeriod:   c.Safety.ControlPeriod.D(),
+		stateTimeout:    c.Safety.StateTimeout.D(),
+		stallTimeout:    c.Safety.StallTimeout.D(),
+		safePoseTimeout: c.SafePose.Timeout.D(),
+		speedScale:      c.SafePose.SpeedScale,
+		gripperOpen:     c.SafePose.Gripper == "open",
+		preauthorized:   c.SafePose.Preauthorized,
+		safePoseName:    c.SafePose.Arm,
+		jointTol:        JointTolerance,
+	}
+	if st.controlPeriod <= 0 {
+		st.controlPeriod = DefaultControlPeriod
+	}
+	if st.stateTimeout <= 0 {
+		st.stateTimeout = DefaultStateTimeout
+	}
+	if st.stallTimeout <= 0 {
+		st.stallTimeout = DefaultStallTimeout
+	}
+	if st.safePoseTimeout <= 0 {
+		st.safePoseTimeout = DefaultSafePoseTimeout
+	}
+	if st.speedScale <= 0 || st.speedScale > 1 {
+		st.speedScale = DefaultSpeedScale
+	}
+	if c.SafePose.Gripper != "" && c.SafePose.Gripper != "hold" && c.SafePose.Gripper != "open" {
+		return st, fmt.Errorf("safety: safe_pose.gripper %q is not hold or open", c.SafePose.Gripper)
+	}
+	if c.Arm != nil {
+		if st.safePoseName == "" {
+			return st, errors.New("safety: safe_pose.arm is required for a robot with an arm")
+		}
+		pose, ok := c.Poses[st.safePoseName]
+		if !ok {
+			return st, fmt.Errorf("safety: safe_pose.arm %q is not a pose in poses", st.safePoseName)
+		}
+		for _, j := range c.Arm.Joints {
+			v, ok := pose[j.Name]
+			if !ok {
+				return st, fmt.Errorf("safety: safe pose %q does not name joint %s", st.safePoseName, j.Name)
+			}
+			if v < j.Min || v > j.Max {
+				return st, fmt.Errorf("safety: safe pose %q puts %s at %g, outside [%g, %g]", st.safePoseName, j.Name, v, j.Min, j.Max)
+			}
+			st.safePose = append(st.safePose, v)
+		}
+	}
+	st.breachTol = c.Base.GoalTolerance
+	if st.breachTol <= 0 {
+		st.breachTol = 0.05
+	}
+	// A stop must show within the time the base needs to brake from full
+	// speed, plus the state silence we tolerate anyway, plus a margin.
+	brake := 0.0
+	if c.Base.MaxLinearAccel > 0 {
+		brake = c.Base.MaxLinearSpeed / c.Base.MaxLinearAccel
+	}
+	if c.Base.MaxAngularAccel > 0 {
+		brake = max(brake, c.Base.MaxAngularSpeed/c.Base.MaxAngularAccel)
+	}
+	st.stopTimeout = time.Duration(brake*float64(time.Second)) + st.stateTimeout + time.Second
+	return st, nil
+}
+
+// Config returns the robot's hardware config.
+func (s *Supervisor) Config() *hwconfig.Config { return s.cfg }
+
+// Limits returns the limit checker.
+func (s *Supervisor) Limits() *Limits { return s.limits }
+
+// SafePose returns the safe arm pose's name and joint positions (nil for
+// a robot without an arm).
+func (s *Supervisor) SafePose() (string, []float64) {
+	return s.set.safePoseName, append([]float64(nil), s.set.safePose...)
+}
+
+// ControlPeriod returns the monitoring period.
+func (s *Supervisor) ControlPeriod() time.Duration { return s.set.controlPeriod }
+
+// AddObserver registers another observer (the action runner uses it to
+// learn of e-stops) and returns a function that removes it.
+func (s *Supervisor) AddObserver(o Observer) (remove func()) {
+	e := &observerEntry{o}
+	s.obsMu.Lock()
+	s.observers = append(s.observers, e)
+	s.obsMu.Unlock()
+	return func() {
+		s.obsMu.Lock()
+		defer s.obsMu.Unlock()
+		for i, x := range s.observers {
+			if x == e {
+				s.observers = append(s.observers[:i:i], s.observers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (s *Supervisor) emit(e Event) {
+	if e.At.IsZero() {
+		e.At = s.clock.Now()
+	}
+	s.obsMu.Lock()
+	obs := append([]*observerEntry(nil), s.observers...)
+	s.obsMu.Unlock()
+	for _, o := range obs {
+		o.o.SafetyEvent(e)
+	}
+}
+
+// Start begins watching the robot's state stream. It returns at once; the
+// watcher runs until Close.
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running || s.closed {
+		s.mu.Unlock()
+		return errors.New("safety: supervisor already started")
+	}
+	s.running = true
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.mu.Unlock()
+	if st, ok := s.drv.Latest(); ok {
+		s.onState(st)
+	}
+	ch, unsub := s.drv.Subscribe()
+	go func() {
+		defer close(s.done)
+		defer unsub()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-ctx.Done():
+				return
+			case st, ok := <-ch:
+				if !ok {
+					<-s.ctx.Done()
+					return
+				}
+				s.onState(st)
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops the watcher, ends any supervised motion and, as its last
+// act, commands the robot to stop.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	running := s.running
+	a := s.active
+	s.mu.Unlock()
+	if running {
+		s.cancel()
+		<-s.done
+	}
+	// A supervised motion sees the cancelled context and stops by itself;
+	// wait until it has let go so the final stop below is the last command.
+	if a != nil {
+		s.waitIdle(s.stopCtxDur * 5)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.stopCtxDur)
+	defer cancel()
+	start := s.clock.Now()
+	err := s.drv.Stop(ctx)
+	s.emit(Event{Kind: EventStopSent, By: "supervisor", Reason: "bridge shutting down", Latency: s.clock.Since(start), Err: err})
+	if err != nil {
+		return fmt.Errorf("safety: final stop on close: %w", err)
+	}
+	return nil
+}
+
+// waitIdle waits (real time, bounded) for the active motion to end.
+func (s *Supervisor) waitIdle(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		a := s.active
+		s.mu.Unlock()
+		if a == nil {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (s *Supervisor) onState(st robot.State) {
+	s.mu.Lock()
+	s.last, s.haveState, s.lastAt = st, true, s.clock.Now()
+	a := s.active
+	latchRobot := st.EStop && !s.estop.Active
+	s.mu.Unlock()
+	if latchRobot {
+		s.latchEStop(context.Background(), "robot", "the robot's own e-stop engaged")
+	}
+	if a != nil {
+		a.poke()
+	}
+}
+
+// Latest returns the newest robot state and when the supervisor received
+// it (its own clock), false if none yet.
+func (s *Supervisor) Latest() (robot.State, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last.Clone(), s.lastAt, s.haveState
+}
+
+// Status returns a snapshot.
+func (s *Supervisor) Status() Status {
+	s.mu.Lock()
+	st := Status{
+		EStop: s.estop, Fault: s.fault, HaveState: s.haveState, RobotEStop: s.haveState && s.last.EStop,
+		Monitors: MonitorConf{
+			ControlPeriod: s.set.controlPeriod, StateTimeout: s.set.stateTimeout, StallTimeout: s.set.stallTimeout,
+			SafePose: s.set.safePoseName, SafePoseTimeout: s.set.safePoseTimeout, SpeedScale: s.set.speedScale,
+			GripperOnSafe: map[bool]string{true: "open", false: "hold"}[s.set.gripperOpen], Preauthorized: s.set.preauthorized,
+		},
+	}
+	if s.haveState {
+		st.LastStateAge = s.clock.Since(s.lastAt)
+	}
+	if s.active != nil {
+		v := s.active.view
+		st.Active = &v
+	}
+	s.mu.Unlock()
+	st.LinkUp = s.drv.LinkUp()
+	return st
+}
+
+// EStop latches the e-stop and commands a stop at once. Every motion is
+// refused with ESTOP_ACTIVE until an operator calls ResetEStop; no
+// recovery motion starts while it is latched. Pressing it again while
+// latched sends another stop and keeps the first reason.
+func (s *Supervisor) EStop(ctx context.Context, by, reason string) error {
+	if by == "" {
+		by = "unknown"
+	}
+	return s.latchEStop(ctx, by, reason)
+}
+
+func (s *Supervisor) latchEStop(ctx context.Context, by, reason string) error {
+	detected := s.clock.Now()
+	s.mu.Lock()
+	fresh := !s.estop.Active
+	if fresh {
+		s.estop = EStopStatus{Active: true, By: by, Reason: reason, Since: detected}
+	}
+	a := s.active
+	s.mu.Unlock()
+	// Stop first: nothing, not even logging, comes before it.
+	err := s.stopNow(ctx)
+	lat := s.clock.Since(detected)
+	// A command that passed the gate before the latch may still be in
+	// flight; once it has returned, stop again so it cannot win.
+	if !s.sendMu.TryLock() {
+		s.sendMu.Lock()
+		if err2 := s.stopNow(ctx); err == nil {
+			err = err2
+		}
+	}
+	s.sendMu.Unlock()
+	if a != nil {
+		a.poke()
+	}
+	s.log.Warn("e-stop", "by", by, "reason", reason, "stop_latency", lat, "err", err)
+	if fresh {
+		s.emit(Event{Kind: EventEStopPressed, At: detected, By: by, Reason: reason})
+	}
+	s.emit(Event{Kind: EventStopSent, At: detected, By: by, Reason: "e-stop", Monitor: TripEStop, Latency: lat, Err: err})
+	if err != nil {
+		return fmt.Errorf("safety: e-stop latched but the stop command failed: %w", err)
+	}
+	return nil
+}
+
+func (s *Supervisor) stopNow(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.stopCtxDur)
+	defer cancel()
+	return s.drv.Stop(ctx)
+}
+
+// ResetEStop clears the e-stop latch. Only an operator may call it (the
+// console enforces the role); by names them for the audit. It refuses
+// while the robot's own e-stop is still engaged.
+func (s *Supervisor) ResetEStop(by string) error {
+	if by == "" {
+		return toolerr.New(toolerr.PermissionDenied, "resetting the e-stop needs the operator's name")
+	}
+	s.mu.Lock()
+	if !s.estop.Active {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.haveState && s.last.EStop {
+		s.mu.Unlock()
+		return toolerr.New(toolerr.EStopActive, "the robot's own e-stop is still engaged; release it on the robot before resetting").Wrap(ErrEStopActive)
+	}
+	prev := s.estop
+	s.estop = EStopStatus{}
+	s.mu.Unlock()
+	s.log.Info("e-stop reset", "by", by, "was_by", prev.By, "was_reason", prev.Reason)
+	s.emit(Event{Kind: EventEStopReset, By: by, Reason: prev.Reason})
+	return nil
+}
+
+// ClearFault clears a latched fault. Only an operator may call it; by
+// names them for the audit.
+func (s *Supervisor) ClearFault(by string) error {
+	if by == "" {
+		return toolerr.New(toolerr.PermissionDenied, "clearing a fault needs the operator's name")
+	}
+	s.mu.Lock()
+	if !s.fault.Latched {
+		s.mu.Unlock()
+		return nil
+	}
+	prev := s.fault
+	s.fault = FaultStatus{}
+	s.mu.Unlock()
+	s.log.Info("fault cleared", "by", by, "was", prev.Reason)
+	s.emit(Event{Kind: EventFaultCleared, By: by, Reason: prev.Reason, TaskID: prev.TaskID})
+	return nil
+}
+
+func (s *Supervisor) latchFault(taskID, reason string) {
+	s.mu.Lock()
+	if !s.fault.Latched {
+		s.fault = FaultStatus{Latched: true, Reason: reason, TaskID: taskID, Since: s.clock.Now()}
+	}
+	s.mu.Unlock()
+	s.log.Error("fault latched", "task", taskID, "reason", reason)
+	s.emit(Event{Kind: EventFaultLatched, TaskID: taskID, By: "supervisor", Reason: reason})
+}
+
+// Stop commands the robot to stop at once (the stop tool and the
+// console's stop button). It needs no authorization, never latches
+// anything, and ends the supervised motion, which then reports itself
+// cancelled once the robot is confirmed stopped (or latches a fault when
+// it was recovering).
+func (s *Supervisor) Stop(ctx context.Context, by, reason string) error {
+	detected := s.clock.Now()
+	err := s.stopNow(ctx)
+	lat := s.clock.Since(detected)
+	s.mu.Lock()
+	a := s.active
+	s.mu.Unlock()
+	if a != nil {
+		a.stopOnce.Do(func() {
+			a.stopBy, a.stopWhy = by, reason
+			close(a.stop)
+		})
+	}
+	s.emit(Event{Kind: EventStopSent, At: detected, By: by, Reason: reason, Latency: lat, Err: err})
+	if err != nil {
+		return toolerr.New(toolerr.Unavailable, "the stop command could not be delivered: %v", err).Wrap(err)
+	}
+	return nil
+}
+
+// CheckLimits checks commands against the configured limits, starting
+// from the robot's latest pose, without asking for authorization: the
+// action runner calls it before an operator is ever asked. It returns a
+// SAFETY_VIOLATION *toolerr.Error wrapping a *LimitError.
+func (s *Supervisor) CheckLimits(cmds ...robot.Command) error {
+	var from *robot.Pose2D
+	s.mu.Lock()
+	if s.haveState {
+		p := s.last.Base
+		from = &p
+	}
+	s.mu.Unlock()
+	for _, c := range cmds {
+		if err := s.limits.Check(c, from); err != nil {
+			var le *LimitError
+			if errors.As(err, &le) {
+				return le.ToolError()
+			}
+			return toolerr.New(toolerr.InvalidParams, "%v", err).Wrap(err)
+		}
+		if c.Kind == robot.CmdMoveBase {
+			p := c.Base.Target
+			from = &p
+		}
+	}
+	return nil
+}
