@@ -527,9 +527,10 @@ func (s *Service) finishLocked(rec *Approval, w *waiter, d actions.Decision, ev 
 	s.mu.Unlock()
 	delete(s.waiters, rec.ID)
 	w.timer.Stop()
+	// Announce first, so whoever sees the decision can also see the event.
+	s.publish(Event{Type: ev, Time: s.clock.Now(), Approval: rec})
 	w.ch <- d
 	close(w.ch)
-	s.publish(Event{Type: ev, Time: s.clock.Now(), Approval: rec})
 }
 
 // decidable returns the pending request id for an operator decision, or

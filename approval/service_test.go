@@ -1,0 +1,782 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+func TestNew_RejectsBadConf(t *testing.T) {
+	cfg := loadConfig(t)
+	for _, tc := range []struct {
+		name string
+		conf Conf
+		want string
+	}{
+		{"no config", Conf{}, "Conf.Config is required"},
+		{"negative once ttl", Conf{Config: cfg, OnceGrantTTL: -time.Second}, "OnceGrantTTL is negative"},
+		{"negative buffer", Conf{Config: cfg, EventBuffer: -1}, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.conf)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestRequest_FilesPendingRequestWithEverything(t *testing.T) {
+	// Given a service and a subscriber
+	f := newFixture(t)
+	events, stop := f.svc.Subscribe()
+	defer stop()
+
+	// When the runner files a request
+	id, ch := f.request(t, "task-1", ToolMoveBase, moveBase(1, 2))
+
+	// Then it is pending with every field the console shows, and announced
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, "apr_1", a.ID)
+	require.Equal(t, StatusPending, a.Status)
+	require.Equal(t, "task-1", a.TaskID)
+	require.Equal(t, ToolMoveBase, a.Tool)
+	require.Equal(t, moveBase(1, 2), a.Arguments)
+	require.Equal(t, safety.ArgsHash(ToolMoveBase, moveBase(1, 2)), a.ArgsHash)
+	require.Equal(t, "sim-1", a.RobotID)
+	require.Equal(t, "preview of move_base_to", a.Preview)
+	require.Equal(t, 1.0, a.Target.X)
+	require.Equal(t, "stopped at (0.00, 0.00)", a.RobotState)
+	require.Equal(t, "agent", a.RequestedBy)
+	require.Equal(t, "s1", a.SessionID)
+	require.Equal(t, t0, a.CreatedAt)
+	require.Equal(t, t0.Add(60*time.Second), a.ExpiresAt, "TTL comes from safety.approval_ttl")
+	ev := nextEvent(t, events)
+	require.Equal(t, EventApprovalCreated, ev.Type)
+	require.Equal(t, id, ev.Approval.ID)
+	select {
+	case d := <-ch:
+		t.Fatalf("undecided request delivered %+v", d)
+	default:
+	}
+	require.Len(t, f.svc.List("pending"), 1)
+}
+
+func TestRequest_CopiesArguments(t *testing.T) {
+	// Given a request whose caller later changes its argument map
+	f := newFixture(t)
+	args := map[string]any{"x": 1.0, "y": 2.0, "nested": map[string]any{"k": "v"}}
+	id, _ := f.request(t, "task-1", ToolMoveBase, args)
+	hash := safety.ArgsHash(ToolMoveBase, args)
+
+	// When the caller mutates it
+	args["x"] = 4.0
+	args["nested"].(map[string]any)["k"] = "changed"
+
+	// Then the operator still sees, and approves, what was asked
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, 1.0, a.Arguments["x"])
+	require.Equal(t, "v", a.Arguments["nested"].(map[string]any)["k"])
+	require.Equal(t, hash, a.ArgsHash)
+}
+
+func TestRequest_RejectsBadRequests(t *testing.T) {
+	f := newFixture(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		r    actions.ApprovalRequest
+		want string
+	}{
+		{"no tool", context.Background(), actions.ApprovalRequest{}, "without a tool"},
+		{"other robot", context.Background(), actions.ApprovalRequest{Tool: ToolMoveBase, RobotID: "sim-2"}, `robot "sim-2"`},
+		{"hash mismatch", context.Background(), actions.ApprovalRequest{Tool: ToolMoveBase, Arguments: moveBase(1, 1), ArgsHash: "beef"}, "does not match"},
+		{"cancelled context", cancelled, actions.ApprovalRequest{Tool: ToolMoveBase}, "abandoned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ch, err := f.svc.Request(tc.ctx, tc.r)
+			require.ErrorContains(t, err, tc.want)
+			require.Nil(t, ch)
+			require.NotNil(t, toolerr.As(err))
+		})
+	}
+	require.Empty(t, f.svc.List(""), "no bad request was filed")
+}
+
+func TestRequest_CapsPendingRequests(t *testing.T) {
+	// Given a service that lets two requests wait at once
+	f := newFixture(t, func(c *Conf) { c.MaxPending = 2 })
+	f.request(t, "t1", ToolRelease, nil)
+	f.request(t, "t2", ToolRelease, nil)
+
+	// When a third arrives
+	_, _, err := f.svc.Request(context.Background(), actions.ApprovalRequest{Tool: ToolRelease})
+
+	// Then it is refused as rate limited, with a retry hint
+	require.Equal(t, toolerr.RateLimited, toolerr.TypeOf(err))
+	require.Positive(t, toolerr.As(err).RetryAfter)
+}
+
+const ToolRelease = "release"
+
+func TestExpiry_PendingRequestExpiresAndNeverAuthorizes(t *testing.T) {
+	// Given a pending request and a subscriber
+	f := newFixture(t)
+	events, stop := f.svc.Subscribe()
+	defer stop()
+	id, ch := f.request(t, "task-1", ToolMoveBase, moveBase(1, 2))
+	nextEvent(t, events) // created
+
+	// When its TTL passes with no decision
+	f.clock.Advance(60 * time.Second)
+
+	// Then the decision is Expired, the request is recorded expired by the
+	// system at its expiry time, and nothing can approve it any more
+	d := decision(t, ch)
+	require.Equal(t, actions.Decision{Expired: true, Reason: "no operator decided within 1m0s", By: SystemActor}, d)
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, StatusExpired, a.Status)
+	require.Equal(t, t0.Add(time.Minute), *a.DecidedAt)
+	require.Equal(t, SystemActor, a.DecidedBy)
+	ev := nextEvent(t, events)
+	require.Equal(t, EventApprovalExpired, ev.Type)
+
+	_, err = f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.ErrorIs(t, err, ErrNotPending)
+	require.ErrorContains(t, err, "already expired by system")
+	require.Empty(t, f.svc.Grants(), "an expired request made no grant")
+	require.Empty(t, f.svc.List("pending"))
+	require.ErrorIs(t, f.svc.Authorize(f.use("", "task-1", ToolMoveBase, moveBase(1, 2))), safety.ErrNotAuthorized)
+}
+
+func TestExpiry_DueRequestCannotBeApprovedEvenBeforeItsTimerRuns(t *testing.T) {
+	// Given a pending request whose TTL has just passed
+	f := newFixture(t)
+	id, ch := f.request(t, "task-1", ToolMoveBase, moveBase(1, 2))
+	f.clock.Advance(60 * time.Second)
+
+	// When an operator approves at once — possibly before the expiry
+	// timer's goroutine has run
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+
+	// Then the approval is refused and the one decision is Expired either way
+	require.ErrorIs(t, err, ErrNotPending)
+	require.True(t, decision(t, ch).Expired)
+	require.Empty(t, f.svc.Grants())
+}
+
+func TestExpiry_ListShowsDueRequestAsExpired(t *testing.T) {
+	// Given a pending request one second before its TTL passes
+	f := newFixture(t)
+	id, _ := f.request(t, "task-1", ToolRelease, nil)
+	f.clock.Advance(59 * time.Second)
+	require.Len(t, f.svc.List("pending"), 1)
+
+	// When the TTL passes
+	f.clock.Advance(time.Second)
+
+	// Then List and Get report it expired, whether or not the timer ran
+	require.Empty(t, f.svc.List("pending"))
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, StatusExpired, a.Status)
+}
+
+func TestApprove_OnceAuthorizesExactlyThatCallForOneTask(t *testing.T) {
+	args := moveBase(1, 2)
+	for _, tc := range []struct {
+		name  string
+		use   func(f *fixture, grantID string) safety.Use
+		cause RefusalCause // "" when authorized
+	}{
+		{"the approved call", func(f *fixture, g string) safety.Use { return f.use(g, "task-1", ToolMoveBase, args) }, ""},
+		{"another task", func(f *fixture, g string) safety.Use { return f.use(g, "task-2", ToolMoveBase, args) }, CauseOtherTask},
+		{"other arguments", func(f *fixture, g string) safety.Use { return f.use(g, "task-1", ToolMoveBase, moveBase(1, 3)) }, CauseOtherArgs},
+		{"other tool", func(f *fixture, g string) safety.Use { return f.use(g, "task-1", ToolMoveArm, args) }, CauseOtherTool},
+		{"other robot", func(f *fixture, g string) safety.Use {
+			u := f.use(g, "task-1", ToolMoveBase, args)
+			u.RobotID = "sim-2"
+			return u
+		}, CauseOtherRobot},
+		{"no task", func(f *fixture, g string) safety.Use { return f.use(g, "", ToolMoveBase, args) }, CauseNoTask},
+		{"no grant", func(f *fixture, _ string) safety.Use { return f.use("", "task-1", ToolMoveBase, args) }, CauseNoGrant},
+		{"unknown grant", func(f *fixture, _ string) safety.Use { return f.use("grt_nope", "task-1", ToolMoveBase, args) }, CauseUnknownGrant},
+		{"after expiry, never started", func(f *fixture, g string) safety.Use {
+			f.clock.Advance(60 * time.Second)
+			return f.use(g, "task-1", ToolMoveBase, args)
+		}, CauseExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a request for task-1 approved once by an operator
+			f := newFixture(t)
+			id, ch := f.request(t, "task-1", ToolMoveBase, args)
+			_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{Reason: "looks fine"})
+			require.NoError(t, err)
+			d := decision(t, ch)
+			require.True(t, d.Approved)
+			require.Equal(t, "alice", d.By)
+			require.Equal(t, "grt_2", d.GrantID)
+
+			// When the gate is asked
+			err = f.svc.Authorize(tc.use(f, d.GrantID))
+
+			// Then only the exact call of the one task passes
+			if tc.cause == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, safety.ErrNotAuthorized)
+			var re *RefusalError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tc.cause, re.Cause, err.Error())
+		})
+	}
+}
+
+func TestApprove_OnceGrantBindsToFirstTaskWhenRequestNamedNone(t *testing.T) {
+	// Given an approval of a request that named no task
+	f := newFixture(t)
+	args := map[string]any{"pose": "ready"}
+	id, ch := f.request(t, "", ToolMoveArm, args)
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	g := decision(t, ch).GrantID
+
+	// When task A uses it first
+	require.NoError(t, f.svc.Authorize(f.use(g, "A", ToolMoveArm, args)))
+
+	// Then it belongs to A: B is refused, A may keep using it
+	err = f.svc.Authorize(f.use(g, "B", ToolMoveArm, args))
+	require.ErrorContains(t, err, "belongs to task A")
+	require.NoError(t, f.svc.Authorize(f.use(g, "A", ToolMoveArm, args)))
+	snap, err := f.svc.Grant(g)
+	require.NoError(t, err)
+	require.Equal(t, "A", snap.TaskID)
+}
+
+func TestApprove_StartedTaskMayFinishPastExpiry(t *testing.T) {
+	// Given task-1 started moving on an approve-once grant
+	f := newFixture(t)
+	args := moveBase(1, 2)
+	id, ch := f.request(t, "task-1", ToolMoveBase, args)
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	g := decision(t, ch).GrantID
+	require.NoError(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)))
+
+	// When the grant's expiry passes mid-motion
+	f.clock.Advance(2 * time.Minute)
+
+	// Then task-1 may finish, and no other task may start on it
+	require.NoError(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)))
+	require.ErrorIs(t, f.svc.Authorize(f.use(g, "task-2", ToolMoveBase, args)), safety.ErrNotAuthorized)
+	require.Empty(t, f.svc.Grants(), "an expired grant is not listed as active")
+}
+
+func TestApprove_OnceGrantRevokedStopsEvenTheBoundTask(t *testing.T) {
+	// Given task-1 moving on an approve-once grant
+	f := newFixture(t)
+	args := moveBase(1, 2)
+	id, ch := f.request(t, "task-1", ToolMoveBase, args)
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	g := decision(t, ch).GrantID
+	require.NoError(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)))
+
+	// When an operator revokes it
+	_, err = f.svc.Revoke(context.Background(), g, "bob")
+	require.NoError(t, err)
+
+	// Then the very next command is refused, saying by whom
+	err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
+	require.ErrorIs(t, err, safety.ErrNotAuthorized)
+	require.ErrorContains(t, err, "revoked by bob")
+}
+
+func TestDeny_ReasonReachesDecisionVerbatim(t *testing.T) {
+	// Given a pending request
+	f := newFixture(t)
+	events, stop := f.svc.Subscribe()
+	defer stop()
+	id, ch := f.request(t, "task-1", ToolMoveBase, moveBase(1, 2))
+	nextEvent(t, events)
+
+	// When an operator denies it with a reason full of odd characters
+	reason := "  Not now — the table has a \"wet\" sign; try 10:30 ✋\n"
+	a, err := f.svc.Deny(context.Background(), id, "alice", reason)
+
+	// Then the decision and the record carry it byte for byte
+	require.NoError(t, err)
+	require.Equal(t, actions.Decision{Reason: reason, By: "alice"}, decision(t, ch))
+	require.Equal(t, reason, a.Reason)
+	require.Equal(t, StatusDenied, a.Status)
+	require.Equal(t, "alice", a.DecidedBy)
+	require.Equal(t, t0, *a.DecidedAt)
+	ev := nextEvent(t, events)
+	require.Equal(t, EventApprovalDenied, ev.Type)
+	require.Equal(t, reason, ev.Approval.Reason)
+	require.Empty(t, f.svc.Grants(), "a denial makes no grant")
+}
+
+func TestDeny_RequiresReasonAndOperator(t *testing.T) {
+	f := newFixture(t)
+	id, _ := f.request(t, "task-1", ToolRelease, nil)
+	for _, tc := range []struct {
+		name, by, reason, field string
+	}{
+		{"empty reason", "alice", "", "reason"},
+		{"blank reason", "alice", " \t\n", "reason"},
+		{"reason too long", "alice", string(make([]byte, MaxReasonLen+1)), "reason"},
+		{"invalid utf-8", "alice", "\xff", "reason"},
+		{"no operator", "", "no", "by"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.svc.Deny(context.Background(), id, tc.by, tc.reason)
+			var ie *InvalidError
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, tc.field, ie.Field)
+		})
+	}
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, a.Status, "a rejected denial changes nothing")
+}
+
+func TestWithdraw_DeliversCancelled(t *testing.T) {
+	// Given a pending request
+	f := newFixture(t)
+	id, ch := f.request(t, "task-1", ToolRelease, nil)
+
+	// When its task is cancelled
+	f.svc.Withdraw(id, "task cancelled by the agent")
+
+	// Then the decision is Cancelled with the reason, and a second
+	// withdrawal or a late decision changes nothing
+	require.Equal(t, actions.Decision{Cancelled: true, Reason: "task cancelled by the agent", By: SystemActor}, decision(t, ch))
+	f.svc.Withdraw(id, "again")
+	f.svc.Withdraw("apr_unknown", "nothing")
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.ErrorIs(t, err, ErrNotPending)
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, StatusCancelled, a.Status)
+	require.Equal(t, "task cancelled by the agent", a.Reason)
+}
+
+func TestDecidingTwice_IsAnError(t *testing.T) {
+	approve := func(f *fixture, id string) error {
+		_, err := f.svc.Approve(context.Background(), id, "bob", ApproveOptions{})
+		return err
+	}
+	deny := func(f *fixture, id string) error {
+		_, err := f.svc.Deny(context.Background(), id, "bob", "no")
+		return err
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second func(*fixture, string) error
+		firstStatus   Status
+	}{
+		{"approve then approve", approve, approve, StatusApproved},
+		{"approve then deny", approve, deny, StatusApproved},
+		{"deny then approve", deny, approve, StatusDenied},
+		{"deny then deny", deny, deny, StatusDenied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a request decided once
+			f := newFixture(t)
+			id, ch := f.request(t, "task-1", ToolRelease, nil)
+			require.NoError(t, tc.first(f, id))
+			first := decision(t, ch)
+
+			// When it is decided again
+			err := tc.second(f, id)
+
+			// Then the second decision fails naming the first, which stands
+			require.ErrorIs(t, err, ErrNotPending)
+			var np *NotPendingError
+			require.ErrorAs(t, err, &np)
+			require.Equal(t, string(tc.firstStatus), np.Status)
+			require.Equal(t, "bob", np.By)
+			a, _ := f.svc.Get(id)
+			require.Equal(t, tc.firstStatus, a.Status)
+			require.Equal(t, tc.firstStatus == StatusApproved, first.Approved)
+		})
+	}
+	t.Run("unknown id", func(t *testing.T) {
+		f := newFixture(t)
+		require.ErrorIs(t, approve(f, "apr_nope"), ErrNotFound)
+		require.ErrorIs(t, deny(f, "apr_nope"), ErrNotFound)
+		_, err := f.svc.Get("apr_nope")
+		require.ErrorIs(t, err, ErrNotFound)
+		_, err = f.svc.Revoke(context.Background(), "grt_nope", "bob")
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+}
+
+func TestApprove_WithScopedGrantCoversLaterCalls(t *testing.T) {
+	// Given a move_arm_to request approved with a grant for named poses
+	f := newFixture(t)
+	events, stop := f.svc.Subscribe()
+	defer stop()
+	id, ch := f.request(t, "task-1", ToolMoveArm, map[string]any{"pose": "ready"})
+	nextEvent(t, events)
+	a, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{
+		Grant: &GrantSpec{Scope: Scope{Poses: []string{"ready", "stowed"}}, TTL: 10 * time.Minute},
+	})
+	require.NoError(t, err)
+	require.True(t, decision(t, ch).Approved)
+	require.Equal(t, "grt_2", a.GrantID)
+	require.Equal(t, "grt_3", a.ScopedGrantID)
+	for _, want := range []EventType{EventApprovalApproved, EventGrantCreated, EventGrantCreated} {
+		require.Equal(t, want, nextEvent(t, events).Type)
+	}
+	scoped, err := f.svc.Grant(a.ScopedGrantID)
+	require.NoError(t, err)
+	require.Equal(t, ToolMoveArm, scoped.Tool, "the scope's tool defaults to the request's")
+	require.Equal(t, id, scoped.ApprovalID)
+	require.Equal(t, t0.Add(10*time.Minute), scoped.ExpiresAt)
+
+	// When task-2 asks to move to stowed, and task-3 to raw joints
+	id2, ch2 := f.request(t, "task-2", ToolMoveArm, map[string]any{"pose": "stowed"})
+	_, ch3 := f.request(t, "task-3", ToolMoveArm, map[string]any{"joints": map[string]any{"elbow": 0.1}})
+
+	// Then stowed is approved at once by the grant, recorded as such, and
+	// raw joints wait for an operator
+	d2 := decision(t, ch2)
+	require.Equal(t, actions.Decision{Approved: true, By: "alice", GrantID: "grt_3", Reason: d2.Reason}, d2)
+	require.Contains(t, d2.Reason, "covered by scoped grant grt_3")
+	a2, _ := f.svc.Get(id2)
+	require.Equal(t, StatusApproved, a2.Status)
+	require.Equal(t, "grt_3", a2.GrantID)
+	require.NoError(t, f.svc.Authorize(f.use(d2.GrantID, "task-2", ToolMoveArm, map[string]any{"pose": "stowed"})))
+	select {
+	case d := <-ch3:
+		t.Fatalf("joints call outside the scope was decided: %+v", d)
+	default:
+	}
+	require.Len(t, f.svc.List("pending"), 1)
+	require.Len(t, f.svc.Grants(), 2)
+}
+
+func TestScopedGrant_Bounds(t *testing.T) {
+	square := [][]float64{{0, 0}, {2, 0}, {2, 2}, {0, 2}}
+	for _, tc := range []struct {
+		name  string
+		scope Scope
+		tool  string
+		args  map[string]any
+		bound string // "" when inside
+	}{
+		{"arm: granted pose", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, ToolMoveArm, map[string]any{"pose": "ready"}, ""},
+		{"arm: other pose", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, ToolMoveArm, map[string]any{"pose": "reach_table"}, "pose"},
+		{"arm: joints", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, ToolMoveArm, map[string]any{"joints": map[string]any{"elbow": 0.0}}, "joints"},
+		{"arm: no pose", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, ToolMoveArm, map[string]any{}, "pose"},
+		{"base: inside region", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"x": 1.0, "y": 1.5, "theta_deg": 90.0}, ""},
+		{"base: on the edge", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, moveBase(2, 1), ""},
+		{"base: outside region", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, moveBase(2.5, 1), "region"},
+		{"base: rect", Scope{Tool: ToolMoveBase, Rect: &Rect{MinX: -1, MinY: -1, MaxX: 1, MaxY: 1}}, ToolMoveBase, moveBase(-0.5, 0.5), ""},
+		{"base: outside rect", Scope{Tool: ToolMoveBase, Rect: &Rect{MinX: -1, MinY: -1, MaxX: 1, MaxY: 1}}, ToolMoveBase, moveBase(-0.5, 1.5), "region"},
+		{"base: location inside", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"location": "table"}, ""},
+		{"base: location outside", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"location": "dock"}, "region"},
+		{"base: unknown location", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"location": "attic"}, "location"},
+		{"base: location inside but x outside", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"location": "table", "x": 9.0, "y": 0.0}, "region"},
+		{"base: no target", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"theta_deg": 3.0}, "region"},
+		{"base: integer args", Scope{Tool: ToolMoveBase, Region: square}, ToolMoveBase, map[string]any{"x": 1, "y": int64(1)}, ""},
+		{"grasp: granted object", Scope{Tool: ToolGrasp, Objects: []string{"red_cup"}}, ToolGrasp, map[string]any{"object_id": "red_cup"}, ""},
+		{"grasp: other object", Scope{Tool: ToolGrasp, Objects: []string{"red_cup"}}, ToolGrasp, map[string]any{"object_id": "blue_bottle"}, "object"},
+		{"grasp: granted label", Scope{Tool: ToolGrasp, Labels: []string{"bottle"}}, ToolGrasp, map[string]any{"object_id": "blue_bottle"}, ""},
+		{"grasp: other label", Scope{Tool: ToolGrasp, Labels: []string{"bottle"}}, ToolGrasp, map[string]any{"object_id": "red_cup"}, "object"},
+		{"grasp: unknown object with labels", Scope{Tool: ToolGrasp, Labels: []string{"bottle"}}, ToolGrasp, map[string]any{"object_id": "ghost"}, "object"},
+		{"grasp: any object", Scope{Tool: ToolGrasp}, ToolGrasp, map[string]any{"object_id": "box"}, ""},
+		{"release: tool only", Scope{Tool: ToolRelease}, ToolRelease, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a scoped grant
+			f := newFixture(t)
+			g, err := f.svc.CreateGrant(context.Background(), "alice", tc.scope, 5*time.Minute)
+			require.NoError(t, err)
+
+			// When a call uses it
+			err = f.svc.Authorize(f.use(g.ID, "task-1", tc.tool, tc.args))
+
+			// Then it passes only inside the bounds, and a refusal names the bound
+			if tc.bound == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, safety.ErrNotAuthorized)
+			var re *RefusalError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, CauseOutsideBounds, re.Cause)
+			require.Equal(t, tc.bound, re.Bound, err.Error())
+			require.Equal(t, g.ID, re.GrantID)
+		})
+	}
+}
+
+// fakeObjects is a hand-written actions.Objects.
+type fakeObjects struct {
+	lookup func(ctx context.Context, id string) (actions.ObjectInfo, error)
+}
+
+func (f fakeObjects) Lookup(ctx context.Context, id string) (actions.ObjectInfo, error) {
+	return f.lookup(ctx, id)
+}
+
+func TestScopedGrant_LabelsResolveThroughPerception(t *testing.T) {
+	// Given perception that knows a mug the config does not
+	f := newFixture(t, func(c *Conf) {
+		c.Objects = fakeObjects{lookup: func(_ context.Context, id string) (actions.ObjectInfo, error) {
+			if id == "mug_7" {
+				return actions.ObjectInfo{ID: id, Label: "cup"}, nil
+			}
+			return actions.ObjectInfo{}, toolerr.New(toolerr.NotFound, "unknown object %q", id)
+		}}
+	})
+	g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolGrasp, Labels: []string{"cup"}}, time.Minute)
+	require.NoError(t, err)
+
+	// When / Then the mug is a cup, the config's red_cup still is, the box is not
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "t", ToolGrasp, map[string]any{"object_id": "mug_7"})))
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "t", ToolGrasp, map[string]any{"object_id": "red_cup"})))
+	require.ErrorContains(t, f.svc.Authorize(f.use(g.ID, "t", ToolGrasp, map[string]any{"object_id": "box"})), `object "box" (a box) is not covered`)
+}
+
+func TestScopedGrant_ExpiresAfterTTL(t *testing.T) {
+	// Given a 5-minute grant for a region and a subscriber
+	f := newFixture(t)
+	g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolMoveBase, Rect: &Rect{MinX: 0, MinY: 0, MaxX: 2, MaxY: 2}}, 5*time.Minute)
+	require.NoError(t, err)
+	events, stop := f.svc.Subscribe()
+	defer stop()
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(1, 1))))
+
+	// When the TTL passes
+	f.clock.Advance(5 * time.Minute)
+
+	// Then a new task is refused as expired, the one that started in time
+	// may finish (inside the bounds only), and the expiry is announced
+	err = f.svc.Authorize(f.use(g.ID, "task-2", ToolMoveBase, moveBase(1, 1)))
+	var re *RefusalError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, CauseExpired, re.Cause)
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(1, 1))))
+	require.ErrorIs(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(3, 1))), safety.ErrNotAuthorized)
+	ev := <-events // the expiry timer runs on its own goroutine; wait for it
+	require.Equal(t, EventGrantExpired, ev.Type)
+	require.Equal(t, GrantExpired, ev.Grant.Status)
+	require.Empty(t, f.svc.Grants())
+
+	// And a new request is no longer covered by it
+	_, ch := f.request(t, "task-3", ToolMoveBase, moveBase(1, 1))
+	select {
+	case d := <-ch:
+		t.Fatalf("expired grant approved a request: %+v", d)
+	default:
+	}
+}
+
+func TestRevoke_TakesEffectForTheVeryNextCall(t *testing.T) {
+	// Given a scoped grant a task is using
+	f := newFixture(t)
+	g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, 10*time.Minute)
+	require.NoError(t, err)
+	u := f.use(g.ID, "task-1", ToolMoveArm, map[string]any{"pose": "ready"})
+	require.NoError(t, f.svc.Authorize(u))
+	events, stop := f.svc.Subscribe()
+	defer stop()
+
+	// When an operator revokes it
+	rg, err := f.svc.Revoke(context.Background(), g.ID, "bob")
+	require.NoError(t, err)
+
+	// Then the very next call is refused, with no time passing, and the
+	// revocation is recorded, listed and announced
+	err = f.svc.Authorize(u)
+	var re *RefusalError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, CauseRevoked, re.Cause)
+	require.Equal(t, GrantRevoked, rg.Status)
+	require.Equal(t, "bob", rg.RevokedBy)
+	require.Equal(t, t0, *rg.RevokedAt)
+	require.Empty(t, f.svc.Grants())
+	require.Equal(t, EventGrantRevoked, nextEvent(t, events).Type)
+	_, ch := f.request(t, "task-2", ToolMoveArm, map[string]any{"pose": "ready"})
+	select {
+	case d := <-ch:
+		t.Fatalf("revoked grant approved a request: %+v", d)
+	default:
+	}
+
+	// And revoking again is an error naming who did it first
+	_, err = f.svc.Revoke(context.Background(), g.ID, "carol")
+	require.ErrorIs(t, err, ErrNotPending)
+	require.ErrorContains(t, err, "already revoked by bob")
+}
+
+func TestCreateGrant_Validation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		scope Scope
+		ttl   time.Duration
+		field string
+		msg   string
+	}{
+		{"no tool", Scope{}, time.Minute, "scope.tool", "required"},
+		{"unknown tool", Scope{Tool: "dance"}, time.Minute, "scope.tool", `unknown tool "dance"`},
+		{"tool needing no approval", Scope{Tool: "stop"}, time.Minute, "scope.tool", "needs no approval"},
+		{"arm without poses", Scope{Tool: ToolMoveArm}, time.Minute, "scope.poses", "required for move_arm_to"},
+		{"unknown pose", Scope{Tool: ToolMoveArm, Poses: []string{"ready", "wave"}}, time.Minute, "scope.poses[1]", `unknown pose "wave" (allowed: reach_table, ready, stowed)`},
+		{"blank pose", Scope{Tool: ToolMoveArm, Poses: []string{" "}}, time.Minute, "scope.poses[0]", "non-empty"},
+		{"base without region", Scope{Tool: ToolMoveBase}, time.Minute, "scope.region", "required for move_base_to"},
+		{"region and rect", Scope{Tool: ToolMoveBase, Region: [][]float64{{0, 0}, {1, 0}, {0, 1}}, Rect: &Rect{MaxX: 1, MaxY: 1}}, time.Minute, "scope.rect", "not both"},
+		{"two vertices", Scope{Tool: ToolMoveBase, Region: [][]float64{{0, 0}, {1, 0}}}, time.Minute, "scope.region", "at least 3"},
+		{"vertex of three numbers", Scope{Tool: ToolMoveBase, Region: [][]float64{{0, 0}, {1, 0, 5}, {0, 1}}}, time.Minute, "scope.region[1]", "got 3 numbers"},
+		{"flat polygon", Scope{Tool: ToolMoveBase, Region: [][]float64{{0, 0}, {1, 1}, {2, 2}}}, time.Minute, "scope.region", "no area"},
+		{"empty rect", Scope{Tool: ToolMoveBase, Rect: &Rect{MinX: 1, MaxX: 1, MaxY: 1}}, time.Minute, "scope.rect", "min_x (1) must be less than max_x (1)"},
+		{"poses on base", Scope{Tool: ToolMoveBase, Poses: []string{"ready"}}, time.Minute, "scope.poses", "does not apply to move_base_to"},
+		{"region on release", Scope{Tool: ToolRelease, Region: [][]float64{{0, 0}}}, time.Minute, "scope.region", "does not apply to release"},
+		{"labels on arm", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}, Labels: []string{"cup"}}, time.Minute, "scope.labels", "only to grasp"},
+		{"zero ttl", Scope{Tool: ToolRelease}, 0, "ttl", "required"},
+		{"ttl beyond max", Scope{Tool: ToolRelease}, 31 * time.Minute, "ttl", "longer than this robot's max_grant_ttl of 30m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			_, err := f.svc.CreateGrant(context.Background(), "alice", tc.scope, tc.ttl)
+			var ie *InvalidError
+			require.ErrorAs(t, err, &ie)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.Equal(t, tc.field, ie.Field)
+			require.Contains(t, ie.Problem, tc.msg)
+			require.Empty(t, f.svc.Grants())
+		})
+	}
+}
+
+func TestCreateGrant_NormalisesScope(t *testing.T) {
+	f := newFixture(t)
+	g, err := f.svc.CreateGrant(context.Background(), "alice",
+		Scope{Tool: ToolMoveBase, Rect: &Rect{MinX: 0, MinY: 0, MaxX: 2, MaxY: 1}}, 30*time.Minute)
+	require.NoError(t, err)
+	require.Nil(t, g.Scope.Rect)
+	require.Equal(t, [][]float64{{0, 0}, {2, 0}, {2, 1}, {0, 1}}, g.Scope.Region)
+	require.Equal(t, "move_base_to targets with x in [0, 2], y in [0, 1]", g.Description)
+	require.Equal(t, GrantActive, g.Status)
+
+	g, err = f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolMoveArm, Poses: []string{"stowed", "ready", "stowed"}}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ready", "stowed"}, g.Scope.Poses)
+}
+
+func TestStore_SeesEveryChangeBeforeItTakesEffect(t *testing.T) {
+	// Given a store that works
+	st := &recStore{}
+	f := newFixture(t, func(c *Conf) { c.Store = st })
+	id, ch := f.request(t, "task-1", ToolRelease, nil)
+	require.Equal(t, []Status{StatusPending}, st.statuses())
+
+	// When it starts failing
+	st.setFail(errors.New("disk full"))
+
+	// Then approve, deny and create-grant fail and change nothing
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.ErrorContains(t, err, "disk full")
+	_, err = f.svc.Deny(context.Background(), id, "alice", "no")
+	require.ErrorContains(t, err, "disk full")
+	_, err = f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolRelease}, time.Minute)
+	require.ErrorContains(t, err, "disk full")
+	_, _, err = f.svc.Request(context.Background(), actions.ApprovalRequest{Tool: ToolRelease})
+	require.ErrorContains(t, err, "could not record")
+	require.Len(t, f.svc.List(""), 1)
+	require.Empty(t, f.svc.Grants())
+	a, _ := f.svc.Get(id)
+	require.Equal(t, StatusPending, a.Status)
+
+	// But an expiry, a decline, still happens
+	f.clock.Advance(time.Minute)
+	require.True(t, decision(t, ch).Expired)
+
+	// And once the store works again, an approval is saved grant first
+	st.setFail(nil)
+	id2, ch2 := f.request(t, "task-2", ToolRelease, nil)
+	_, err = f.svc.Approve(context.Background(), id2, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	require.True(t, decision(t, ch2).Approved)
+	require.Equal(t, []Status{StatusPending, StatusPending, StatusApproved}, st.statuses())
+	require.Len(t, st.grants, 1)
+	require.Equal(t, GrantOnce, st.grants[0].Kind)
+}
+
+func TestEvents_SlowSubscriberIsDroppedNotWaitedFor(t *testing.T) {
+	// Given a subscriber with a 2-event buffer that never reads, and one that does
+	f := newFixture(t, func(c *Conf) { c.EventBuffer = 2 })
+	slow, stopSlow := f.svc.Subscribe()
+	defer stopSlow()
+	fast, stopFast := f.svc.Subscribe()
+	defer stopFast()
+
+	// When three events happen
+	for i := range 3 {
+		f.request(t, "t", ToolRelease, map[string]any{"i": i})
+		require.Equal(t, EventApprovalCreated, nextEvent(t, fast).Type)
+	}
+
+	// Then the service did not block, and the slow one got what fit and
+	// then a closed channel
+	require.Equal(t, EventApprovalCreated, (<-slow).Type)
+	require.Equal(t, EventApprovalCreated, (<-slow).Type)
+	_, ok := <-slow
+	require.False(t, ok)
+	stopSlow() // unsubscribing after being dropped is harmless
+}
+
+func TestClose_CancelsPendingAndRefusesNewWork(t *testing.T) {
+	// Given a pending request and a subscriber
+	f := newFixture(t)
+	id, ch := f.request(t, "task-1", ToolRelease, nil)
+	events, _ := f.svc.Subscribe()
+
+	// When the service closes
+	require.NoError(t, f.svc.Close())
+	require.NoError(t, f.svc.Close())
+
+	// Then the request ends cancelled, subscriptions end, and new work is refused
+	d := decision(t, ch)
+	require.True(t, d.Cancelled)
+	require.Equal(t, EventApprovalCancelled, (<-events).Type)
+	_, ok := <-events
+	require.False(t, ok)
+	_, _, err := f.svc.Request(context.Background(), actions.ApprovalRequest{Tool: ToolRelease})
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.ErrorIs(t, err, ErrClosed)
+	a, err := f.svc.Get(id)
+	require.NoError(t, err)
+	require.Equal(t, StatusCancelled, a.Status)
+}
+
+func TestHistory_ForgetsOldestDecidedRequests(t *testing.T) {
+	// Given a service that keeps three requests
+	f := newFixture(t, func(c *Conf) { c.History = 3 })
+	pendingID, _ := f.request(t, "t0", ToolRelease, nil)
+	for i := range 4 {
+		id, _ := f.request(t, "t", ToolRelease, map[string]any{"i": i})
+		f.svc.Withdraw(id, "")
+	}
+
+	// Then the pending one is kept and only the newest decided ones
+	list := f.svc.List("")
+	require.Len(t, list, 3)
+	require.Equal(t, pendingID, list[0].ID)
+}
