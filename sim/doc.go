@@ -1,0 +1,23 @@
+// Package sim is the bundled robot simulator: a deterministic kinematic model
+// of a differential-drive mobile manipulator (base, 4-joint arm, parallel
+// gripper, pinhole RGB-D camera, battery) in a 10 m × 10 m room with a table
+// and a few objects, all taken from the robot's hw-config.
+//
+// The simulator is meant to behave like a real robot, including the ways real
+// robots fail, because the bridge's safety supervisor is tested against it:
+// controllers honour speed and acceleration limits and reject goals outside
+// joint limits, a command watchdog stops the robot when the bridge goes quiet,
+// and faults (motor stall, stuck joint, dropped state, delayed acks, lost
+// link, spurious robot e-stop, gripper slip, sensor noise) can be injected
+// through a Go API or an HTTP handler.
+//
+// Physics advances only through Step, and sim time starts at the fixed Epoch,
+// so two simulators with the same seed that receive the same calls produce
+// identical trajectories and detections. All randomness comes from one
+// seeded math/rand/v2 source, drawn only inside Step and the per-message
+// fault checks. Run drives Step in real time from an injected clock. Sim is
+// safe for concurrent use; it never calls out while holding its lock.
+//
+// The package imports only the shared data packages (robot, hwconfig, geom)
+// and kinematics, never the bridge's supervisor or transports.
+package sim
