@@ -377,7 +377,11 @@ func (s *Summarizer) writeText(b *strings.Builder, q Query, objs []Object, sc Sc
 			}
 			fmt.Fprintf(b, " Showing %d of %d (reachable, then nearest first); not shown: ", sc.Shown, sc.Total)
 			writeCounts(b, hidden)
-			b.WriteString("; ask with label= to narrow.")
+			if q.Label == "" {
+				b.WriteString("; ask with label= to narrow.")
+			} else {
+				fmt.Fprintf(b, "; ask with a larger max_objects (up to %d) to see more.", MaxObjectsLimit)
+			}
 		}
 	}
 	for i := range shown {

@@ -1,6 +1,7 @@
 package perception
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -28,10 +29,10 @@ const (
 	DefaultMaxObjects  = 8
 	// MaxObjectsLimit is the largest budget a query may ask for: beyond it
 	// the text stops being something a model reads closely.
-	MaxObjectsLimit   = 50
-	DefaultAheadDeg   = 5.0
+	MaxObjectsLimit    = 50
+	DefaultAheadDeg    = 5.0
 	DefaultMatchRadius = 0.3
-	DefaultMaxTracks  = 2000
+	DefaultMaxTracks   = 2000
 )
 
 // Conf configures a Summarizer.
@@ -81,14 +82,14 @@ type Summarizer struct {
 	log   *slog.Logger
 	lim   Limits
 
-	minConf, nmsIoU     float64
-	staleAfter, forget  time.Duration
-	seenWithin          time.Duration
-	maxObjects          int
-	aheadDeg, matchR    float64
-	maxTracks           int
-	hasArm              bool
-	armX, armY, reach   float64
+	minConf, nmsIoU    float64
+	staleAfter, forget time.Duration
+	seenWithin         time.Duration
+	maxObjects         int
+	aheadDeg, matchR   float64
+	maxTracks          int
+	hasArm             bool
+	armX, armY, reach  float64
 
 	mu        sync.Mutex
 	tracks    []*track          // guarded by mu
@@ -104,6 +105,7 @@ type Summarizer struct {
 	ests  []estimate
 	pairs []pair
 	taken []bool
+	fresh []int
 }
 
 var _ actions.Objects = (*Summarizer)(nil)
@@ -443,10 +445,17 @@ func (s *Summarizer) associate(at time.Time) {
 		s.taken[p.det], p.tr.matched = true, true
 		s.updateTrack(p.tr, &s.dets[p.det], &s.ests[p.det], at)
 	}
+	// New objects are numbered nearest first, so within one label a lower
+	// number means closer at first sight — easier for a person to follow
+	// than the detector's order.
+	s.fresh = s.fresh[:0]
 	for i := range s.dets {
-		if s.taken[i] {
-			continue
+		if !s.taken[i] {
+			s.fresh = append(s.fresh, i)
 		}
+	}
+	slices.SortFunc(s.fresh, func(a, b int) int { return cmp.Compare(s.ests[a].rng, s.ests[b].rng) })
+	for _, i := range s.fresh {
 		prefix := idPrefix(s.dets[i].Label)
 		s.nextID[prefix]++
 		t := &track{id: prefix + "-" + strconv.Itoa(s.nextID[prefix]), label: s.dets[i].Label}
@@ -527,8 +536,8 @@ func idPrefix(label string) string {
 // poseHistory is a ring of recent (stamp, pose) pairs, to find where the
 // robot was when an image was taken.
 type poseHistory struct {
-	stamps [64]time.Time
-	poses  [64]robot.Pose2D
+	stamps  [64]time.Time
+	poses   [64]robot.Pose2D
 	n, head int
 }
 
