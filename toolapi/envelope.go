@@ -1,0 +1,119 @@
+package toolapi
+
+import (
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Envelope is the result of every tool call (DESIGN.md §3.2). Exactly one
+// of Data (ok) and Error (not ok) is meaningful; Robot is always set and
+// says in words what physical state the robot is in now.
+type Envelope struct {
+	OK   bool   `json:"ok"`
+	Tool string `json:"tool"`
+	Data any    `json:"data,omitempty"`
+	// Text is one or two sentences for the model.
+	Text string `json:"text,omitempty"`
+	// Task is the action's task, when the call made or touched one.
+	Task  *TaskRef   `json:"task,omitempty"`
+	Robot string     `json:"robot"`
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// TaskRef is the short form of a task in an envelope.
+type TaskRef struct {
+	ID       string            `json:"id"`
+	Status   fsm.State         `json:"status"`
+	Progress *actions.Progress `json:"progress,omitempty"`
+	Text     string            `json:"text,omitempty"`
+}
+
+// ErrorBody is an agent-facing error (DESIGN.md §3.3).
+type ErrorBody struct {
+	Type         toolerr.Type   `json:"type"`
+	Message      string         `json:"message"`
+	Retryable    bool           `json:"retryable"`
+	RetryAfterMS int64          `json:"retry_after_ms"`
+	Suggestion   string         `json:"suggestion"`
+	Details      map[string]any `json:"details,omitempty"`
+}
+
+// ErrorBodyOf turns any error into the body an agent sees. Errors that are
+// not a *toolerr.Error become INTERNAL with no cause text, so nothing
+// internal (paths, stack traces, secrets) leaks to the model.
+func ErrorBodyOf(err error) *ErrorBody {
+	te := toolerr.As(err)
+	if te == nil {
+		return nil
+	}
+	typ := te.Type
+	if !typ.Valid() {
+		typ = toolerr.Internal
+	}
+	msg := te.Message
+	if msg == "" {
+		msg = string(typ)
+	}
+	return &ErrorBody{
+		Type: typ, Message: msg, Retryable: toolerr.InfoOf(typ).Retryable,
+		RetryAfterMS: te.RetryAfter.Milliseconds(), Suggestion: te.SuggestionText(), Details: te.Details,
+	}
+}
+
+// TaskData is get_task's data: the whole task as the agent sees it.
+type TaskData struct {
+	ID        string           `json:"id"`
+	Tool      string           `json:"tool"`
+	Arguments map[string]any   `json:"arguments"`
+	Status    fsm.State        `json:"status"`
+	Progress  actions.Progress `json:"progress"`
+	Text      string           `json:"text"`
+	Result    map[string]any   `json:"result,omitempty"`
+	Error     *ErrorBody       `json:"error,omitempty"`
+}
+
+func taskRef(v actions.TaskView) *TaskRef {
+	p := v.Progress
+	return &TaskRef{ID: v.ID, Status: v.Status, Progress: &p, Text: v.Text}
+}
+
+// taskError is the error a task that ended other than succeeded reports:
+// its own, or one derived from its status when the runner left none.
+func taskError(v actions.TaskView) *toolerr.Error {
+	if v.Status == fsm.Succeeded || !v.Status.Terminal() {
+		return nil
+	}
+	if v.Error != nil {
+		return v.Error
+	}
+	msg := "task " + v.ID + " ended " + string(v.Status)
+	if v.Text != "" {
+		msg += ": " + v.Text
+	}
+	te := &toolerr.Error{Type: toolerr.ActionFailed, Message: msg}
+	switch v.Status {
+	case fsm.Denied:
+		te.Type = toolerr.ApprovalDenied
+	case fsm.Expired:
+		te.Type = toolerr.ApprovalExpired
+	case fsm.EStopped:
+		te.Type = toolerr.EStopActive
+	case fsm.Cancelled:
+		te.Suggestion = "the task was cancelled; check get_robot_state, then ask the user before trying again"
+	case fsm.Interrupted:
+		te.Suggestion = "the bridge restarted during the task and stopped the robot; check get_robot_state before trying again"
+	}
+	return te.With("task_id", v.ID).With("status", string(v.Status))
+}
+
+func taskData(v actions.TaskView) TaskData {
+	d := TaskData{ID: v.ID, Tool: v.Tool, Arguments: v.Arguments, Status: v.Status, Progress: v.Progress, Text: v.Text, Result: v.Result}
+	if d.Arguments == nil {
+		d.Arguments = map[string]any{}
+	}
+	if te := taskError(v); te != nil {
+		d.Error = ErrorBodyOf(te)
+	}
+	return d
+}

@@ -1,0 +1,295 @@
+package toolapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Handler returns the HTTP handler of the tool API: /v1/… (token
+// required), /healthz and /readyz (public), and whatever was mounted.
+func (s *Server) Handler() http.Handler { return s.h }
+
+// Mount serves h at pattern (a net/http ServeMux pattern such as
+// "POST /v1/approvals/{id}/approve") behind the same authentication:
+// RolePublic needs no token, RoleAgent any valid token, RoleOperator the
+// operator token. Like ServeMux.Handle it panics on a conflicting pattern,
+// which is a wiring bug.
+func (s *Server) Mount(pattern string, h http.Handler, role Role) {
+	s.mux.Handle(pattern, s.requireRole(role, h))
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.conf.Ready(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	})
+	s.Mount("GET /v1/tools", http.HandlerFunc(s.handleTools), RoleAgent)
+	s.Mount("POST /v1/tools/{name}/call", http.HandlerFunc(s.handleCall), RoleAgent)
+	s.Mount("POST /v1/tool_calls", http.HandlerFunc(s.handleToolCalls), RoleAgent)
+	s.Mount("GET /v1/tasks/{id}", http.HandlerFunc(s.handleGetTask), RoleAgent)
+	s.Mount("POST /v1/tasks/{id}/cancel", http.HandlerFunc(s.handleCancelTask), RoleAgent)
+	// Anything else under /v1/ still needs a token, so an unauthenticated
+	// caller cannot even learn which routes exist.
+	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.Path))
+	}), RoleAgent)
+	s.h = s.recoverer(s.mux)
+}
+
+// recoverer turns a panic in a handler into an INTERNAL error response,
+// so an agent never sees a dropped connection or a stack trace.
+func (s *Server) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeHTTPError(w, http.StatusInternalServerError, toolerr.New(toolerr.Internal, "internal error"))
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"ok":false,"error":{"type":"INTERNAL","message":"response could not be encoded","retryable":true,"retry_after_ms":0,"suggestion":"try again once"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// httpError is the body of an HTTP-layer failure (bad body, no token): the
+// envelope's error, without robot state, which an unauthenticated caller
+// must not learn.
+type httpError struct {
+	OK    bool       `json:"ok"`
+	Error *ErrorBody `json:"error"`
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, te *toolerr.Error) {
+	writeJSON(w, status, httpError{OK: false, Error: ErrorBodyOf(te)})
+}
+
+func permissionDenied(msg string, need Role) *toolerr.Error {
+	te := toolerr.New(toolerr.PermissionDenied, "%s", msg)
+	return te.With("required_role", string(need))
+}
+
+func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
+	tools := s.reg.Tools()
+	switch f := r.URL.Query().Get("format"); f {
+	case "", "native":
+		infos := make([]ToolInfo, len(tools))
+		for i, t := range tools {
+			infos[i] = t.Info()
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"tools": infos})
+	case "openai":
+		out := make([]OpenAITool, len(tools))
+		for i, t := range tools {
+			out[i] = t.OpenAI()
+		}
+		writeJSON(w, http.StatusOK, out)
+	default:
+		te := toolerr.New(toolerr.InvalidParams, "unknown format %q", f).
+			With("field", "format").With("received", f).With("allowed", "openai, or none")
+		writeHTTPError(w, http.StatusBadRequest, te)
+	}
+}
+
+// callBody is the body of POST /v1/tools/{name}/call.
+type callBody struct {
+	Arguments      json.RawMessage `json:"arguments"`
+	SessionID      string          `json:"session_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	WaitMS         int64           `json:"wait_ms"`
+}
+
+const maxIDLen = 256
+
+// decodeCallBody parses a call body strictly: unknown fields, trailing
+// data and bad types are body errors (HTTP 400). A problem with the
+// arguments themselves is the tool-level argErr (HTTP 200, ok false), so
+// the agent gets it in the envelope like any other INVALID_PARAMS.
+func decodeCallBody(data []byte) (req CallRequest, argErr *toolerr.Error, bodyErr *toolerr.Error) {
+	var b callBody
+	if len(bytes.TrimSpace(data)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			return req, nil, bodyError(err)
+		}
+		if dec.More() {
+			return req, nil, bodyError(errors.New("extra data after the JSON object"))
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return req, nil, bodyError(errors.New("extra data after the JSON object"))
+		}
+	}
+	switch {
+	case b.WaitMS < 0:
+		return req, nil, fieldError("wait_ms", b.WaitMS, "an integer number of milliseconds ≥ 0")
+	case len(b.SessionID) > maxIDLen:
+		return req, nil, fieldError("session_id", b.SessionID[:32]+"…", fmt.Sprintf("a string of at most %d characters", maxIDLen))
+	case len(b.IdempotencyKey) > maxIDLen:
+		return req, nil, fieldError("idempotency_key", b.IdempotencyKey[:32]+"…", fmt.Sprintf("a string of at most %d characters", maxIDLen))
+	}
+	req = CallRequest{SessionID: b.SessionID, IdempotencyKey: b.IdempotencyKey, Wait: time.Duration(b.WaitMS) * time.Millisecond}
+	req.Arguments, argErr = decodeArguments(b.Arguments)
+	return req, argErr, nil
+}
+
+// decodeArguments accepts the arguments as a JSON object, as null/absent
+// (no arguments) or as a string holding one (repaired like a model's
+// tool_call arguments).
+func decodeArguments(raw json.RawMessage) (map[string]any, *toolerr.Error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return map[string]any{}, nil
+	}
+	switch t[0] {
+	case '{':
+		var m map[string]any
+		if err := json.Unmarshal(t, &m); err != nil {
+			return nil, argsError(string(t), "%s", jsonErrText(string(t), err))
+		}
+		return m, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(t, &s); err != nil {
+			return nil, argsError(string(t), "%v", err)
+		}
+		m, _, err := ExtractArguments(s)
+		if err != nil {
+			return nil, toolerr.As(err)
+		}
+		return m, nil
+	}
+	var v any
+	_ = json.Unmarshal(t, &v)
+	return nil, argsError(string(t), "they are a JSON %s, not an object", jsonKind(v))
+}
+
+func bodyError(err error) *toolerr.Error {
+	msg := err.Error()
+	var se *json.SyntaxError
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		msg = fmt.Sprintf("the body is not valid JSON: %v at offset %d", se, se.Offset)
+	case errors.As(err, &ute):
+		return fieldError(ute.Field, ute.Value, "a "+ute.Type.String())
+	case strings.HasPrefix(msg, "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		te := toolerr.New(toolerr.InvalidParams, "the body has an unknown field %q; allowed: arguments, session_id, idempotency_key, wait_ms", f)
+		te.Suggestion = `put tool arguments inside "arguments": {"arguments": {...}, "session_id": "...", "idempotency_key": "...", "wait_ms": 0}`
+		return te.With("field", f).With("allowed", "arguments, session_id, idempotency_key, wait_ms")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		msg = "the body ends before the JSON object is complete"
+	}
+	te := toolerr.New(toolerr.InvalidParams, "%s", msg)
+	te.Suggestion = `send a JSON object: {"arguments": {...}, "session_id": "...", "idempotency_key": "...", "wait_ms": 0}`
+	return te.With("field", "body")
+}
+
+func fieldError(field string, received any, allowed string) *toolerr.Error {
+	return toolerr.New(toolerr.InvalidParams, "%s=%v is not valid; allowed: %s", field, received, allowed).
+		With("field", field).With("received", received).With("allowed", allowed)
+}
+
+// readBody reads at most the configured body size; a larger body is a
+// 413 with an envelope-shaped error.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, toolerr.New(toolerr.InvalidParams,
+				"the body is larger than %d bytes", s.conf.MaxBodyBytes).With("field", "body").With("allowed", fmt.Sprintf("at most %d bytes", s.conf.MaxBodyBytes)))
+			return nil, false
+		}
+		writeHTTPError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams, "the body could not be read").With("field", "body"))
+		return nil, false
+	}
+	return data, true
+}
+
+func principalOf(r *http.Request) Principal {
+	if p, ok := PrincipalFromRequest(r); ok {
+		return p
+	}
+	return Principal{Name: "anonymous"}
+}
+
+func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
+	data, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, argErr, bodyErr := decodeCallBody(data)
+	if bodyErr != nil {
+		writeHTTPError(w, http.StatusBadRequest, bodyErr)
+		return
+	}
+	if h := r.Header.Get("Idempotency-Key"); h != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != h {
+			writeHTTPError(w, http.StatusBadRequest, fieldError("idempotency_key", req.IdempotencyKey,
+				"the same value as the Idempotency-Key header, or only one of them"))
+			return
+		}
+		req.IdempotencyKey = h
+	}
+	req.Tool = r.PathValue("name")
+	req.TraceID = r.Header.Get("X-Request-Id")
+	if argErr != nil {
+		writeJSON(w, http.StatusOK, s.callWithArgError(r.Context(), principalOf(r), req, argErr))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
+}
+
+func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
+	args := map[string]any{"task_id": r.PathValue("id")}
+	if v := r.URL.Query().Get("wait_ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			writeHTTPError(w, http.StatusBadRequest, fieldError("wait_ms", v, "an integer number of milliseconds ≥ 0"))
+			return
+		}
+		args["wait_ms"] = float64(min(ms, s.conf.MaxWait.Milliseconds()))
+	}
+	req := CallRequest{Tool: ToolGetTask, Arguments: args, SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id")}
+	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
+}
+
+func (s *Server) handleCancelTask(w http.ResponseWriter, r *http.Request) {
+	req := CallRequest{Tool: ToolCancelTask, Arguments: map[string]any{"task_id": r.PathValue("id")},
+		SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id")}
+	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
+}

@@ -1,0 +1,487 @@
+package toolapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agnivade/levenshtein"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+)
+
+// Kind says whether a tool only reads (state) or has side effects (action).
+type Kind string
+
+// Kinds.
+const (
+	// KindState tools are read-only, idempotent and never need approval.
+	KindState Kind = "state"
+	// KindAction tools change the world; most need an operator's approval.
+	KindAction Kind = "action"
+)
+
+// String implements fmt.Stringer.
+func (k Kind) String() string { return string(k) }
+
+// The tool names. They are part of the API: agents and prompts use them.
+const (
+	ToolGetRobotState     = "get_robot_state"
+	ToolDescribeScene     = "describe_scene"
+	ToolGetTask           = "get_task"
+	ToolListNamedPoses    = "list_named_poses"
+	ToolGetSafetyStatus   = "get_safety_status"
+	ToolMoveBaseTo        = "move_base_to"
+	ToolMoveArmTo         = "move_arm_to"
+	ToolGrasp             = "grasp"
+	ToolRelease           = "release"
+	ToolReturnToSafePose  = "return_to_safe_pose"
+	ToolStop              = "stop"
+	ToolCancelTask        = "cancel_task"
+	schemaDraft           = "https://json-schema.org/draft/2020-12/schema"
+	defaultStateTimeoutMS = 2000
+)
+
+// Tool is one tool of the registry.
+type Tool struct {
+	Name string
+	Kind Kind
+	// Description is written for a model: when to use the tool, when not
+	// to, units and example values.
+	Description string
+	// InputSchema is the JSON Schema (draft 2020-12) of the arguments.
+	InputSchema map[string]any
+	// RequiresApproval comes from the hw-config's action policy.
+	RequiresApproval bool
+	// Idempotent says that repeating the call has no further effect.
+	Idempotent bool
+	// Timeout bounds the call (state tools) or the action (0: computed
+	// per call by the runner from the expected duration).
+	Timeout time.Duration
+	// oneOfHint explains the tool's alternative argument forms when the
+	// schema's oneOf rejects a call.
+	oneOfHint string
+	schema    *jsonschema.Schema
+}
+
+// ToolInfo is a tool as GET /v1/tools lists it.
+type ToolInfo struct {
+	Name             string         `json:"name"`
+	Kind             Kind           `json:"kind"`
+	Description      string         `json:"description"`
+	InputSchema      map[string]any `json:"input_schema"`
+	RequiresApproval bool           `json:"requires_approval"`
+	Idempotent       bool           `json:"idempotent"`
+	TimeoutMS        int64          `json:"timeout_ms,omitempty"`
+}
+
+// Info returns the tool as listed.
+func (t *Tool) Info() ToolInfo {
+	return ToolInfo{
+		Name: t.Name, Kind: t.Kind, Description: t.Description, InputSchema: t.InputSchema,
+		RequiresApproval: t.RequiresApproval, Idempotent: t.Idempotent, TimeoutMS: t.Timeout.Milliseconds(),
+	}
+}
+
+// OpenAITool is one entry of an OpenAI chat-completions `tools` array.
+type OpenAITool struct {
+	Type     string         `json:"type"`
+	Function OpenAIFunction `json:"function"`
+}
+
+// OpenAIFunction is an OpenAI function tool's definition.
+type OpenAIFunction struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// OpenAI returns the tool as an OpenAI function tool. The "$schema"
+// keyword is dropped: OpenAI's parameters are a bare schema object.
+func (t *Tool) OpenAI() OpenAITool {
+	params := make(map[string]any, len(t.InputSchema))
+	for k, v := range t.InputSchema {
+		if k != "$schema" {
+			params[k] = v
+		}
+	}
+	return OpenAITool{Type: "function", Function: OpenAIFunction{Name: t.Name, Description: t.Description, Parameters: params}}
+}
+
+// Registry is the set of tools of one robot. It is immutable after
+// NewRegistry and safe for concurrent use.
+type Registry struct {
+	tools  []*Tool
+	byName map[string]*Tool
+}
+
+// Tools returns the tools in a stable order: state tools, then actions.
+func (r *Registry) Tools() []*Tool { return append([]*Tool(nil), r.tools...) }
+
+// Lookup returns the tool named name.
+func (r *Registry) Lookup(name string) (*Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// Closest returns up to n tool names nearest to name by edit distance
+// (ties in registry order), the ones a model most likely meant.
+func (r *Registry) Closest(name string, n int) []string {
+	type cand struct {
+		name string
+		d    int
+		i    int
+	}
+	low := strings.ToLower(strings.TrimSpace(name))
+	cs := make([]cand, 0, len(r.tools))
+	for i, t := range r.tools {
+		d := levenshtein.ComputeDistance(low, t.Name)
+		// A name that contains the query (or the other way round) is a
+		// strong hint even when the edit distance is large ("move_base").
+		if low != "" && (strings.Contains(t.Name, low) || strings.Contains(low, t.Name)) {
+			d = min(d, 2)
+		}
+		cs = append(cs, cand{t.Name, d, i})
+	}
+	sort.SliceStable(cs, func(a, b int) bool {
+		if cs[a].d != cs[b].d {
+			return cs[a].d < cs[b].d
+		}
+		return cs[a].i < cs[b].i
+	})
+	out := make([]string, 0, n)
+	for _, c := range cs[:min(n, len(cs))] {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// NewRegistry builds the tools a robot with configuration cfg offers.
+// Tools follow capabilities: without an arm there is no move_arm_to, grasp
+// or release; without a gripper no grasp or release. Enums (locations,
+// poses, joints) and numeric ranges (world bounds, joint limits) come from
+// cfg, so a model is told the limits before it calls.
+func NewRegistry(cfg *hwconfig.Config) (*Registry, error) {
+	if cfg == nil {
+		return nil, confErr("HWConfig", "is required")
+	}
+	b := builder{cfg: cfg}
+	tools := []*Tool{
+		b.getRobotState(), b.describeScene(), b.getTask(), b.listNamedPoses(), b.getSafetyStatus(),
+		b.moveBaseTo(),
+	}
+	if cfg.Arm != nil && len(cfg.Arm.Joints) > 0 {
+		tools = append(tools, b.moveArmTo())
+		if cfg.Gripper != nil {
+			tools = append(tools, b.grasp(), b.release())
+		}
+	}
+	tools = append(tools, b.returnToSafePose(), b.stop(), b.cancelTask())
+	r := &Registry{byName: map[string]*Tool{}}
+	for _, t := range tools {
+		sch, err := compileSchema(t.Name, t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("toolapi: schema of %s: %w", t.Name, err)
+		}
+		t.schema = sch
+		r.tools = append(r.tools, t)
+		r.byName[t.Name] = t
+	}
+	return r, nil
+}
+
+func compileSchema(name string, doc map[string]any) (*jsonschema.Schema, error) {
+	// Round-trip through JSON so the compiler sees exactly what clients see.
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	url := "urn:robot-bridge:tool:" + name
+	if err := c.AddResource(url, v); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+type builder struct{ cfg *hwconfig.Config }
+
+func (b builder) approval(tool string) (bool, string) {
+	ac, ok := b.cfg.Actions[tool]
+	// A tool the config does not mention needs approval: the safe default.
+	if !ok || ac.Approval != hwconfig.ApprovalNever {
+		return true, "Needs an operator's approval: it returns at once with a task id (status awaiting_approval); follow the task with get_task."
+	}
+	return false, "The robot's configuration authorizes it without an operator's approval; it returns a task id, follow it with get_task."
+}
+
+func (b builder) timeout(tool string) time.Duration {
+	if ac, ok := b.cfg.Actions[tool]; ok {
+		return ac.Timeout.D()
+	}
+	return 0
+}
+
+func object(props map[string]any, required ...string) map[string]any {
+	s := map[string]any{
+		"$schema":              schemaDraft,
+		"type":                 "object",
+		"properties":           props,
+		"additionalProperties": false,
+	}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+
+func stateTool(name, desc string, schema map[string]any) *Tool {
+	return &Tool{Name: name, Kind: KindState, Description: desc, InputSchema: schema, Idempotent: true,
+		Timeout: defaultStateTimeoutMS * time.Millisecond}
+}
+
+func (b builder) getRobotState() *Tool {
+	return stateTool(ToolGetRobotState,
+		"Read the robot's current physical state: base pose (x, y in metres, theta in radians, counter-clockwise from +x), "+
+			"velocity, arm joint positions in radians, gripper opening in metres and what it holds, battery percent, e-stop and faults. "+
+			"Use it before planning a motion and after any failure to learn where the robot is now. "+
+			"Read-only and cheap; it never moves the robot. Takes no arguments: {}.",
+		object(map[string]any{}))
+}
+
+func (b builder) describeScene() *Tool {
+	return stateTool(ToolDescribeScene,
+		"Describe what the robot's camera sees now: objects with their ids (pass an id to grasp), labels, positions in the room frame "+
+			"in metres and how sure perception is. Use it before grasp to get an object_id, and after an action to check its effect. "+
+			"Optional: query narrows the answer to what you look for, max_objects caps the list (1 to 50). "+
+			`Examples: {} or {"query": "red cup", "max_objects": 3}. Read-only.`,
+		object(map[string]any{
+			"query":       map[string]any{"type": "string", "maxLength": 200, "description": "what to look for, in words, e.g. \"red cup\""},
+			"max_objects": map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "description": "most objects to describe"},
+		}))
+}
+
+func (b builder) getTask() *Tool {
+	return stateTool(ToolGetTask,
+		"Read an action's task by id: status (awaiting_approval, approved, executing, succeeded, denied, expired, cancelled, failed, "+
+			"stopping, recovering, recovered, fault, estopped, interrupted), progress as a fraction with a sentence, and its result or error. "+
+			"Action tools return a task id at once; follow it with get_task instead of calling the action again. "+
+			"Pass wait_ms (0 to 60000 milliseconds) to wait up to that long for the task to end rather than polling in a tight loop. "+
+			`Example: {"task_id": "t-1", "wait_ms": 10000}.`,
+		object(map[string]any{
+			"task_id": taskIDSchema(),
+			"wait_ms": map[string]any{"type": "integer", "minimum": 0, "maximum": 60000, "description": "longest wait for the task to end, in milliseconds"},
+		}, "task_id"))
+}
+
+func taskIDSchema() map[string]any {
+	return map[string]any{"type": "string", "minLength": 1, "maxLength": 128, "description": "the task id an action returned, e.g. \"t-1\""}
+}
+
+func (b builder) listNamedPoses() *Tool {
+	var what []string
+	if names := sortedKeys(b.cfg.Locations); len(names) > 0 {
+		what = append(what, "the named base locations for move_base_to's location ("+strings.Join(names, ", ")+") with x, y in metres, heading in degrees and what is there")
+	}
+	if b.cfg.Arm != nil {
+		if names := sortedKeys(b.cfg.Poses); len(names) > 0 {
+			what = append(what, "the named arm poses for move_arm_to's pose ("+strings.Join(names, ", ")+") with joint angles in radians")
+		}
+	}
+	what = append(what, "the safe pose and the workspace bounds")
+	return stateTool(ToolListNamedPoses,
+		"List "+strings.Join(what, "; ")+". Use it to pick a valid name instead of guessing one. Read-only; takes no arguments: {}.",
+		object(map[string]any{}))
+}
+
+func (b builder) getSafetyStatus() *Tool {
+	return stateTool(ToolGetSafetyStatus,
+		"Read the safety supervisor's status: whether the e-stop is latched, latched faults, active operator grants and which tools need approval. "+
+			"Use it when an action was refused (ESTOP_ACTIVE, SAFETY_VIOLATION, APPROVAL_DENIED) to explain the situation to the user. "+
+			"Read-only; takes no arguments: {}.",
+		object(map[string]any{}))
+}
+
+// bounds returns the bounding box of the world (or, without one, of the
+// workspace).
+func (b builder) bounds() (minX, maxX, minY, maxY float64, ok bool) {
+	pts := b.cfg.World.Bounds
+	if len(pts) == 0 {
+		pts = b.cfg.Base.Workspace
+	}
+	if len(pts) == 0 {
+		return 0, 0, 0, 0, false
+	}
+	minX, minY, maxX, maxY = math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
+	for _, p := range pts {
+		minX, maxX = math.Min(minX, p[0]), math.Max(maxX, p[0])
+		minY, maxY = math.Min(minY, p[1]), math.Max(maxY, p[1])
+	}
+	return minX, maxX, minY, maxY, true
+}
+
+func (b builder) moveBaseTo() *Tool {
+	needs, apprText := b.approval(ToolMoveBaseTo)
+	props := map[string]any{}
+	x := map[string]any{"type": "number", "description": "target x of the base centre in metres, room frame"}
+	y := map[string]any{"type": "number", "description": "target y of the base centre in metres, room frame"}
+	rangeText := ""
+	if minX, maxX, minY, maxY, ok := b.bounds(); ok {
+		x["minimum"], x["maximum"] = minX, maxX
+		y["minimum"], y["maximum"] = minY, maxY
+		rangeText = fmt.Sprintf(" (x in [%g, %g], y in [%g, %g])", minX, maxX, minY, maxY)
+	}
+	props["x"], props["y"] = x, y
+	props["theta_deg"] = map[string]any{"type": "number", "minimum": -180, "maximum": 180,
+		"description": "final heading in degrees, counter-clockwise from +x; omit to keep the heading of travel"}
+	locs := sortedKeys(b.cfg.Locations)
+	var forms []any
+	forms = append(forms, map[string]any{"required": []string{"x", "y"}, "not": map[string]any{"required": []string{"location"}}})
+	desc := "Drive the mobile base to a target in the room frame: x and y in metres" + rangeText +
+		" with an optional final heading theta_deg in degrees (-180 to 180, counter-clockwise from +x)"
+	example := `{"x": 1.5, "y": -0.5, "theta_deg": 90}`
+	hint := "give x and y (and optionally theta_deg)"
+	if len(locs) > 0 {
+		props["location"] = map[string]any{"type": "string", "enum": locs, "description": "a named location; see list_named_poses"}
+		forms = append(forms, map[string]any{"required": []string{"location"},
+			"not": map[string]any{"anyOf": []any{
+				map[string]any{"required": []string{"x"}}, map[string]any{"required": []string{"y"}}, map[string]any{"required": []string{"theta_deg"}},
+			}}})
+		desc += ", or a named location (" + strings.Join(locs, ", ") + ")"
+		example += fmt.Sprintf(` or {"location": %q}`, locs[0])
+		hint += ", or location alone (one of " + strings.Join(locs, ", ") + "), not both"
+	}
+	if len(b.cfg.Base.Workspace) > 0 {
+		desc += ". The base centre must stay inside the workspace " + polygonText(b.cfg.Base.Workspace)
+	}
+	var keepOut []string
+	for _, r := range b.cfg.World.Regions {
+		if r.KeepOut {
+			keepOut = append(keepOut, r.Name)
+		}
+	}
+	if len(keepOut) > 0 {
+		desc += " and out of the keep-out regions (" + strings.Join(keepOut, ", ") + ")"
+	}
+	desc += fmt.Sprintf("; targets outside are refused with SAFETY_VIOLATION. Top speed %g m/s. Examples: %s. ", b.cfg.Base.MaxLinearSpeed, example) +
+		apprText + " Do not call it again while its task runs; to halt at once use stop."
+	s := object(props)
+	s["oneOf"] = forms
+	return &Tool{Name: ToolMoveBaseTo, Kind: KindAction, Description: desc, InputSchema: s,
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveBaseTo), oneOfHint: hint}
+}
+
+func (b builder) moveArmTo() *Tool {
+	needs, apprText := b.approval(ToolMoveArmTo)
+	joints := map[string]any{}
+	var jt []string
+	for _, j := range b.cfg.Arm.Joints {
+		joints[j.Name] = map[string]any{"type": "number", "minimum": j.Min, "maximum": j.Max, "description": "radians"}
+		jt = append(jt, fmt.Sprintf("%s [%g, %g]", j.Name, j.Min, j.Max))
+	}
+	props := map[string]any{
+		"joints": map[string]any{"type": "object", "properties": joints, "additionalProperties": false, "minProperties": 1,
+			"description": "target joint positions in radians by joint name; joints left out keep their position"},
+	}
+	poses := sortedKeys(b.cfg.Poses)
+	forms := []any{map[string]any{"required": []string{"joints"}, "not": map[string]any{"required": []string{"pose"}}}}
+	desc := "Move the arm to joint positions in radians given by joint name: " + strings.Join(jt, ", ") +
+		"; joints you leave out keep their current position"
+	example := fmt.Sprintf(`{"joints": {%q: 0.5}}`, b.cfg.Arm.Joints[0].Name)
+	hint := "give joints (an object of joint name to radians)"
+	if len(poses) > 0 {
+		props["pose"] = map[string]any{"type": "string", "enum": poses, "description": "a named arm pose; see list_named_poses"}
+		forms = append(forms, map[string]any{"required": []string{"pose"}, "not": map[string]any{"required": []string{"joints"}}})
+		desc = "Move the arm to a named pose (" + strings.Join(poses, ", ") + ") or to " + strings.TrimPrefix(desc, "Move the arm to ")
+		example = fmt.Sprintf(`{"pose": %q} or `, poses[0]) + example
+		hint += ", or pose alone (one of " + strings.Join(poses, ", ") + "), not both"
+	}
+	desc += ". Limits outside these ranges are refused. The base does not move. Examples: " + example + ". " + apprText
+	s := object(props)
+	s["oneOf"] = forms
+	return &Tool{Name: ToolMoveArmTo, Kind: KindAction, Description: desc, InputSchema: s,
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveArmTo), oneOfHint: hint}
+}
+
+func (b builder) grasp() *Tool {
+	needs, apprText := b.approval(ToolGrasp)
+	tol := b.cfg.Gripper.GraspTolerance
+	if tol == 0 {
+		tol = 0.05
+	}
+	return &Tool{Name: ToolGrasp, Kind: KindAction,
+		Description: fmt.Sprintf("Close the gripper on an object, given its id from describe_scene (e.g. \"red_cup\"). "+
+			"First bring the gripper within %g m of the object (move_base_to a location near it, then move_arm_to); "+
+			"an id that perception has not seen recently is refused with NOT_FOUND: call describe_scene again. "+
+			`Example: {"object_id": "red_cup"}. `, tol) + apprText,
+		InputSchema: object(map[string]any{
+			"object_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.:-]+$",
+				"description": "an object id from describe_scene"},
+		}, "object_id"),
+		RequiresApproval: needs, Timeout: b.timeout(ToolGrasp)}
+}
+
+func (b builder) release() *Tool {
+	needs, apprText := b.approval(ToolRelease)
+	return &Tool{Name: ToolRelease, Kind: KindAction,
+		Description: "Open the gripper and let go of what it holds, where the arm is now. Use it to put an object down after placing the arm; " +
+			"do not use it to reset an empty gripper. Takes no arguments: {}. " + apprText,
+		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolRelease), Idempotent: true}
+}
+
+func (b builder) returnToSafePose() *Tool {
+	needs, apprText := b.approval(ToolReturnToSafePose)
+	what := "Stop the base and keep it where it is"
+	if b.cfg.Arm != nil && b.cfg.SafePose.Arm != "" {
+		what = fmt.Sprintf("Move the arm to its safe pose (%s) at reduced speed; the base stays where it is", b.cfg.SafePose.Arm)
+	}
+	return &Tool{Name: ToolReturnToSafePose, Kind: KindAction,
+		Description: what + ". Use it after a failure left the robot in an awkward pose, or before driving a long way. " +
+			"Takes no arguments: {}. " + apprText,
+		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolReturnToSafePose), Idempotent: true}
+}
+
+func (b builder) stop() *Tool {
+	return &Tool{Name: ToolStop, Kind: KindAction,
+		Description: "Stop the robot at once: halt the base and the arm and end every running task. It never needs approval and is always " +
+			"allowed; call it whenever something looks wrong or the user says stop. It does not move the robot back to a safe pose. " +
+			`Optional reason (up to 200 characters) is shown to the operator. Example: {"reason": "user asked to stop"}.`,
+		InputSchema: object(map[string]any{
+			"reason": map[string]any{"type": "string", "maxLength": 200, "description": "why, in a few words"},
+		}), Idempotent: true, Timeout: b.timeout(ToolStop)}
+}
+
+func (b builder) cancelTask() *Tool {
+	return &Tool{Name: ToolCancelTask, Kind: KindAction,
+		Description: "Cancel one task by id. A task not started yet (awaiting approval) ends with no motion; a running one is stopped " +
+			`and recovered. Example: {"task_id": "t-1"}. To halt everything at once use stop instead. It never needs approval.`,
+		InputSchema: object(map[string]any{"task_id": taskIDSchema()}, "task_id"),
+		Idempotent:  true, Timeout: b.timeout(ToolCancelTask)}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func polygonText(p []hwconfig.Point2) string {
+	parts := make([]string, len(p))
+	for i, q := range p {
+		parts[i] = fmt.Sprintf("(%g, %g)", q[0], q[1])
+	}
+	return "polygon " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,83 @@
+package toolapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// reader runs state reads that touch the robot (or perception) with
+// retries — exponential backoff with jitter — behind a circuit breaker.
+// When the dependency keeps failing the breaker opens and reads fail fast
+// with UNAVAILABLE and a retry_after, instead of piling up. Actions never
+// go through a reader: the bridge never retries an action.
+type reader struct {
+	what string
+	cb   circuitbreaker.CircuitBreaker[any]
+	exec failsafe.Executor[any]
+}
+
+// transient reports whether a failed read may succeed if repeated: plain
+// errors and retryable taxonomy errors are; NOT_FOUND or INVALID_PARAMS
+// are not, and they do not count against the breaker either.
+func transient(_ any, err error) bool {
+	if err == nil || errors.Is(err, circuitbreaker.ErrOpen) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var te *toolerr.Error
+	if errors.As(err, &te) {
+		return te.Retryable()
+	}
+	return true
+}
+
+func newReader(what string, c Conf) *reader {
+	cb := circuitbreaker.NewBuilder[any]().
+		HandleIf(transient).
+		WithFailureThreshold(uint(c.BreakerFailures)).
+		WithDelay(c.BreakerDelay).
+		Build()
+	rp := retrypolicy.NewBuilder[any]().
+		HandleIf(transient).
+		AbortOnErrors(circuitbreaker.ErrOpen, context.Canceled, context.DeadlineExceeded).
+		WithMaxAttempts(c.ReadAttempts).
+		WithBackoff(c.ReadBackoff, c.ReadMaxBackoff).
+		WithJitterFactor(0.25).
+		ReturnLastFailure().
+		Build()
+	return &reader{what: what, cb: cb, exec: failsafe.With[any](rp, cb)}
+}
+
+// do runs fn with retries behind the breaker and turns what fails into a
+// *toolerr.Error.
+func (r *reader) do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	v, err := r.exec.WithContext(ctx).Get(func() (any, error) { return fn(ctx) })
+	if err == nil {
+		return v, nil
+	}
+	if errors.Is(err, circuitbreaker.ErrOpen) {
+		wait := r.cb.RemainingDelay()
+		if wait <= 0 {
+			wait = time.Millisecond
+		}
+		te := &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: wait, Err: err,
+			Message: r.what + " kept failing, so reads are paused for a moment (circuit breaker open)"}
+		return nil, te.With("breaker", "open")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+			Message: r.what + " did not answer in time"}
+	}
+	var te *toolerr.Error
+	if errors.As(err, &te) {
+		return nil, te
+	}
+	return nil, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+		Message: r.what + " is not reachable right now"}
+}

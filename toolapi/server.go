@@ -1,0 +1,551 @@
+package toolapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Server is the tool API: the registry and the one call path every front
+// end (HTTP, /v1/tool_calls, MCP) goes through.
+type Server struct {
+	conf  Conf
+	reg   *Registry
+	log   *slog.Logger
+	guard *guard
+	robot *reader
+	scene *reader
+	m     *metrics
+	mux   *http.ServeMux
+	h     http.Handler
+
+	flightMu sync.Mutex
+	flights  map[string]*flight // guarded by flightMu
+}
+
+// flight is a first request with an idempotency key that is still being
+// processed; concurrent duplicates wait for it and share its outcome.
+type flight struct {
+	hash string
+	done chan struct{}
+	view actions.TaskView // set before done is closed
+	err  error            // set before done is closed
+}
+
+type metrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		calls: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "robot_bridge", Subsystem: "toolapi", Name: "calls_total",
+			Help: "Tool calls by tool and outcome (ok or the error type).",
+		}, []string{"tool", "outcome"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "robot_bridge", Subsystem: "toolapi", Name: "call_duration_seconds",
+			Help:    "Duration of tool calls by kind.",
+			Buckets: []float64{.0001, .0003, .001, .003, .01, .03, .1, .3, 1, 3, 10, 30, 60},
+		}, []string{"kind"}),
+	}
+}
+
+// New returns a Server; it fails if conf is incomplete or the registry
+// cannot be built from the hw-config. Errors wrap ErrConf and name the field.
+func New(conf Conf) (*Server, error) {
+	c, err := conf.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistry(c.HWConfig)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		conf: c, reg: reg, log: c.Logger, guard: newGuard(c),
+		robot: newReader("the robot state", c), scene: newReader("perception", c),
+		m: newMetrics(c.Registerer), flights: map[string]*flight{},
+	}
+	s.routes()
+	return s, nil
+}
+
+// Registry returns the server's tool registry.
+func (s *Server) Registry() *Registry { return s.reg }
+
+// CallRequest is one tool call, whatever front end it came through.
+type CallRequest struct {
+	Tool      string
+	Arguments map[string]any
+	// SessionID scopes the loop guard and rate limit (optional).
+	SessionID string
+	// IdempotencyKey makes an action call safe to repeat (optional).
+	IdempotencyKey string
+	// Wait is how long an action call waits for its task (0: return at
+	// once); capped at Conf.MaxWait.
+	Wait time.Duration
+	// TraceID ties the call's logs together (optional).
+	TraceID string
+}
+
+// outcome is what a tool produced before it is wrapped in an Envelope.
+type outcome struct {
+	data  any
+	text  string
+	task  *TaskRef
+	err   *toolerr.Error
+	state *robot.State // the robot state the tool already read, if any
+}
+
+func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
+
+// Call runs one tool call through the whole path — rate limit, lookup,
+// validation, idempotency, execution, loop guard — and always returns an
+// Envelope, never an error: a failure is an envelope with ok false.
+func (s *Server) Call(ctx context.Context, p Principal, req CallRequest) Envelope {
+	return s.call(ctx, p, req, nil)
+}
+
+// callWithArgError answers a call whose arguments could not even be read
+// (argErr) through the same path, so rate limit and loop guard apply.
+func (s *Server) callWithArgError(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) Envelope {
+	req.Arguments = map[string]any{"unreadable_arguments": argErr.Details["received"]}
+	return s.call(ctx, p, req, argErr)
+}
+
+func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) Envelope {
+	start := s.conf.Clock.Now()
+	sessKey := p.Name + "\x00" + req.SessionID
+	args := req.Arguments
+	if args == nil {
+		args = map[string]any{}
+	}
+	hash := safety.ArgsHash(req.Tool, args)
+	tool, known := s.reg.Lookup(req.Tool)
+
+	var out outcome
+	kind := "unknown"
+	if !(known && tool.Name == ToolStop) {
+		// stop is never rate limited: it must always get through.
+		if te := s.guard.admit(sessKey, start); te != nil {
+			out = outcome{err: te}
+		}
+	}
+	if out.err == nil {
+		switch {
+		case !known:
+			out = outcome{err: s.unknownTool(req.Tool)}
+		case argErr != nil:
+			kind = string(tool.Kind)
+			out = outcome{err: argErr}
+		default:
+			kind = string(tool.Kind)
+			if te := tool.Validate(args); te != nil {
+				out = outcome{err: te}
+			} else if tool.Kind == KindState {
+				out = s.runState(ctx, tool, args)
+			} else {
+				out = s.runAction(ctx, p, tool, args, hash, req)
+			}
+		}
+		// The loop guard sees every executed call's outcome; a
+		// RATE_LIMITED call was not executed and does not count.
+		if !known || tool.Name != ToolStop {
+			if le := s.guard.outcome(sessKey, req.Tool, hash, out.err, s.conf.Clock.Now()); le != nil {
+				out.err = le
+			}
+		}
+	}
+	env := Envelope{OK: out.err == nil, Tool: req.Tool, Data: out.data, Text: out.text, Task: out.task}
+	if out.err != nil {
+		env.Error = ErrorBodyOf(out.err)
+		env.Data = nil
+		if env.Text == "" {
+			env.Text = env.Error.Message
+		}
+	}
+	env.Robot = s.robotText(ctx, out.state)
+
+	outcomeLabel := "ok"
+	if env.Error != nil {
+		outcomeLabel = string(env.Error.Type)
+	}
+	label := req.Tool
+	if !known {
+		label = "unknown"
+	}
+	d := s.conf.Clock.Since(start)
+	s.m.calls.WithLabelValues(label, outcomeLabel).Inc()
+	s.m.duration.WithLabelValues(kind).Observe(d.Seconds())
+	lvl := slog.LevelInfo
+	if env.OK && kind == string(KindState) {
+		lvl = slog.LevelDebug
+	}
+	if s.log.Enabled(ctx, lvl) {
+		attrs := []any{"tool", req.Tool, "principal", p.Name, "session", req.SessionID, "args_hash", hash[:16],
+			"ok", env.OK, "duration", d}
+		if env.Error != nil {
+			attrs = append(attrs, "error_type", env.Error.Type)
+		}
+		if env.Task != nil {
+			attrs = append(attrs, "task", env.Task.ID, "status", env.Task.Status)
+		}
+		if req.TraceID != "" {
+			attrs = append(attrs, "trace", req.TraceID)
+		}
+		s.log.Log(ctx, lvl, "tool call", attrs...)
+	}
+	return env
+}
+
+func (s *Server) unknownTool(name string) *toolerr.Error {
+	closest := s.reg.Closest(name, 3)
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	te := toolerr.New(toolerr.UnknownTool, "there is no tool named %q; did you mean %s?", shown, strings.Join(closest, ", "))
+	te.Suggestion = fmt.Sprintf("call %s instead (the closest names are in details.closest), or list the tools first", closest[0])
+	return te.With("closest", closest).With("received", shown)
+}
+
+// robotText is the envelope's robot field: the physical state in words
+// and what task holds the robot.
+func (s *Server) robotText(ctx context.Context, st *robot.State) string {
+	var b strings.Builder
+	if st == nil {
+		latest, err := s.conf.Robot.Latest(ctx)
+		if err != nil {
+			b.WriteString("robot state unknown (no state from the robot: ")
+			b.WriteString(toolerr.As(err).Message)
+			b.WriteString(")")
+		} else {
+			st = &latest
+		}
+	}
+	if st != nil {
+		b.WriteString(st.Summary())
+		if !s.conf.Robot.LinkUp() {
+			b.WriteString(", robot link down (state may be stale)")
+		}
+	}
+	if v, ok := s.conf.Tasks.Active(); ok {
+		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, v.Status)
+	} else {
+		b.WriteString(", no task running")
+	}
+	return b.String()
+}
+
+// clampWait bounds a requested wait by Conf.MaxWait.
+func (s *Server) clampWait(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return min(d, s.conf.MaxWait)
+}
+
+func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) outcome {
+	if t.Name == ToolGetTask {
+		// A long poll is bounded by wait_ms, not by the state timeout.
+		id, _ := args["task_id"].(string)
+		wait := time.Duration(0)
+		if ms, ok := args["wait_ms"].(float64); ok {
+			wait = s.clampWait(time.Duration(ms) * time.Millisecond)
+		}
+		return s.getTask(ctx, id, wait)
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(s.conf.StateTimeout, t.Timeout))
+	defer cancel()
+	switch t.Name {
+	case ToolGetRobotState:
+		v, err := s.robot.do(ctx, func(ctx context.Context) (any, error) { return s.conf.Robot.Latest(ctx) })
+		if err != nil {
+			return fail(err)
+		}
+		st := v.(robot.State)
+		return outcome{data: stateData{State: st, ThetaDeg: robot.Degrees(st.Base.Theta), LinkUp: s.conf.Robot.LinkUp()},
+			text: "The robot is " + st.Summary() + ".", state: &st}
+	case ToolDescribeScene:
+		q := SceneQuery{}
+		q.Query, _ = args["query"].(string)
+		if n, ok := args["max_objects"].(float64); ok {
+			q.MaxObjects = int(n)
+		}
+		type scene struct {
+			text string
+			data any
+		}
+		v, err := s.scene.do(ctx, func(ctx context.Context) (any, error) {
+			text, data, err := s.conf.Scene.Describe(ctx, q)
+			return scene{text, data}, err
+		})
+		if err != nil {
+			return fail(err)
+		}
+		sc := v.(scene)
+		return outcome{data: sc.data, text: sc.text}
+	case ToolListNamedPoses:
+		return s.listNamedPoses()
+	case ToolGetSafetyStatus:
+		st := s.conf.Safety.SafetyStatus()
+		text := "Safety status read."
+		switch v := st.(type) {
+		case interface{ Text() string }:
+			text = v.Text()
+		case fmt.Stringer:
+			text = v.String()
+		case map[string]any:
+			if t, ok := v["text"].(string); ok {
+				text = t
+			}
+		}
+		return outcome{data: st, text: text}
+	}
+	return fail(toolerr.New(toolerr.Internal, "state tool %s has no implementation", t.Name))
+}
+
+type stateData struct {
+	robot.State
+	ThetaDeg float64 `json:"theta_deg"`
+	LinkUp   bool    `json:"link_up"`
+}
+
+func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) outcome {
+	var (
+		v   actions.TaskView
+		err error
+	)
+	if wait > 0 {
+		v, err = s.conf.Tasks.Wait(ctx, id, wait)
+	} else {
+		v, err = s.conf.Tasks.Get(id)
+	}
+	if err != nil {
+		te := toolerr.As(err)
+		if te.Type == toolerr.NotFound {
+			te.With("task_id", id)
+		}
+		return fail(te)
+	}
+	out := outcome{data: taskData(v), task: taskRef(v), text: taskText(v)}
+	if te := taskError(v); te != nil {
+		out.err = te
+	}
+	return out
+}
+
+func taskText(v actions.TaskView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task %s (%s) is %s", v.ID, v.Tool, v.Status)
+	if v.Progress.Text != "" {
+		fmt.Fprintf(&b, ", %.0f%% done: %s", v.Progress.Fraction*100, v.Progress.Text)
+	}
+	b.WriteString(".")
+	if v.Text != "" {
+		b.WriteString(" " + v.Text)
+	}
+	if !v.Status.Terminal() {
+		fmt.Fprintf(&b, ` Follow it with get_task {"task_id": %q, "wait_ms": 10000}.`, v.ID)
+	}
+	return b.String()
+}
+
+func (s *Server) listNamedPoses() outcome {
+	cfg := s.conf.HWConfig
+	type loc struct {
+		X           float64 `json:"x"`
+		Y           float64 `json:"y"`
+		ThetaDeg    float64 `json:"theta_deg"`
+		Description string  `json:"description,omitempty"`
+	}
+	locs := map[string]loc{}
+	for name, l := range cfg.Locations {
+		locs[name] = loc{l.X, l.Y, l.ThetaDeg, l.Description}
+	}
+	data := map[string]any{"locations": locs, "workspace": cfg.Base.Workspace, "world_bounds": cfg.World.Bounds}
+	text := "Locations: " + strings.Join(sortedKeys(cfg.Locations), ", ") + "."
+	if cfg.Arm != nil {
+		poses := map[string]map[string]float64{}
+		for name, p := range cfg.Poses {
+			poses[name] = p
+		}
+		data["arm_poses"] = poses
+		data["safe_pose"] = map[string]any{"arm": cfg.SafePose.Arm, "base": cfg.SafePose.Base, "gripper": cfg.SafePose.Gripper}
+		text += " Arm poses: " + strings.Join(sortedKeys(cfg.Poses), ", ") + "; safe pose: " + cfg.SafePose.Arm + "."
+	}
+	return outcome{data: data, text: text}
+}
+
+func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[string]any, hash string, req CallRequest) outcome {
+	switch t.Name {
+	case ToolStop:
+		reason, _ := args["reason"].(string)
+		if reason == "" {
+			reason = "agent called stop"
+		}
+		rep, err := s.conf.Tasks.Stop(ctx, p.Name, reason)
+		if err != nil {
+			return fail(err)
+		}
+		st := rep.State
+		text := rep.Text
+		if text == "" {
+			text = "The robot was stopped."
+		}
+		return outcome{data: rep, text: text, state: &st}
+	case ToolCancelTask:
+		id, _ := args["task_id"].(string)
+		v, err := s.conf.Tasks.Cancel(ctx, id, p.Name)
+		if err != nil {
+			te := toolerr.As(err)
+			if te.Type == toolerr.NotFound {
+				te.With("task_id", id)
+			}
+			return fail(te)
+		}
+		return outcome{data: taskData(v), task: taskRef(v), text: "Cancel requested. " + taskText(v)}
+	}
+	r := actions.Request{Tool: t.Name, Arguments: args, SessionID: req.SessionID, Principal: p.Name, TraceID: req.TraceID}
+	var (
+		v   actions.TaskView
+		err error
+	)
+	if req.IdempotencyKey != "" {
+		v, err = s.submitOnce(ctx, p, r, hash, req.IdempotencyKey)
+	} else {
+		v, err = s.conf.Tasks.Submit(ctx, r)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return s.follow(ctx, v, s.clampWait(req.Wait))
+}
+
+// follow waits up to wait for the task and reports it: ok with the task
+// while it runs or after it succeeded, the task's error once it failed,
+// APPROVAL_PENDING if it still awaits an operator after a wait.
+func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Duration) outcome {
+	if wait > 0 && !v.Terminal() {
+		if w, err := s.conf.Tasks.Wait(ctx, v.ID, wait); err == nil {
+			v = w
+		} else if errors.Is(err, context.Canceled) {
+			return fail(err)
+		}
+	}
+	out := outcome{data: taskData(v), task: taskRef(v), text: taskText(v)}
+	if te := taskError(v); te != nil {
+		out.err = te
+		return out
+	}
+	if wait > 0 && v.Status == fsm.AwaitingApproval {
+		te := toolerr.New(toolerr.ApprovalPending,
+			"task %s (%s) still awaits an operator's approval after %d ms; nothing has moved", v.ID, v.Tool, wait.Milliseconds())
+		te.Suggestion = fmt.Sprintf(`poll get_task {"task_id": %q, "wait_ms": 30000} until the operator decides; do not call %s again`, v.ID, v.Tool)
+		te.RetryAfter = min(wait, 5*time.Second)
+		out.err = te.With("task_id", v.ID)
+	}
+	return out
+}
+
+// submitOnce submits r at most once per (principal, key): Stripe
+// semantics. The same key with the same arguments returns the same task;
+// with other arguments, CONFLICT; concurrent duplicates wait for the first
+// request and share its task.
+func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request, hash, key string) (actions.TaskView, error) {
+	scoped := p.Name + "\x00" + key
+	s.flightMu.Lock()
+	if f, ok := s.flights[scoped]; ok {
+		s.flightMu.Unlock()
+		if f.hash != hash {
+			return actions.TaskView{}, conflict(key, r.Tool)
+		}
+		select {
+		case <-f.done:
+			if f.err == nil {
+				return s.conf.Tasks.Get(f.view.ID)
+			}
+			return f.view, f.err
+		case <-ctx.Done():
+			return actions.TaskView{}, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: ctx.Err(),
+				Message: "the first request with this idempotency key is still being processed"}
+		}
+	}
+	f := &flight{hash: hash, done: make(chan struct{})}
+	s.flights[scoped] = f
+	s.flightMu.Unlock()
+	defer func() {
+		s.flightMu.Lock()
+		delete(s.flights, scoped)
+		s.flightMu.Unlock()
+		close(f.done)
+	}()
+
+	rec, reserved, err := s.conf.Idempotency.Reserve(ctx, scoped, r.Tool, hash)
+	if err != nil {
+		f.err = &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+			Message: "the idempotency store is not available, so the action was not submitted"}
+		return actions.TaskView{}, f.err
+	}
+	if !reserved {
+		f.view, f.err = s.replay(rec, hash, key, r.Tool)
+		return f.view, f.err
+	}
+	f.view, f.err = s.conf.Tasks.Submit(ctx, r)
+	// Completing the record must not depend on the caller still waiting.
+	bg := context.WithoutCancel(ctx)
+	switch {
+	case f.err == nil:
+		err = s.conf.Idempotency.Complete(bg, scoped, f.view.ID, nil)
+	case toolerr.As(f.err).Retryable():
+		// Nothing was created and retrying may help (ROBOT_BUSY,
+		// UNAVAILABLE): let the same key try again.
+		err = s.conf.Idempotency.Release(bg, scoped)
+	default:
+		err = s.conf.Idempotency.Complete(bg, scoped, "", ErrorBodyOf(f.err))
+	}
+	if err != nil {
+		s.log.Error("idempotency store write failed", "err", err, "tool", r.Tool)
+	}
+	return f.view, f.err
+}
+
+func conflict(key, tool string) *toolerr.Error {
+	return toolerr.New(toolerr.Conflict,
+		"idempotency key %q was already used with different arguments (or another tool); it is bound to its first request", key).
+		With("idempotency_key", key).With("tool", tool)
+}
+
+func (s *Server) replay(rec IdemRecord, hash, key, tool string) (actions.TaskView, error) {
+	if rec.ArgsHash != hash {
+		return actions.TaskView{}, conflict(key, tool)
+	}
+	if rec.State == IdemPending {
+		te := toolerr.New(toolerr.Conflict,
+			"the first request with idempotency key %q never finished (the bridge may have restarted); it is not sent again", key)
+		te.Suggestion = "check get_robot_state; if the action is still wanted, call it with a new idempotency key"
+		return actions.TaskView{}, te.With("idempotency_key", key)
+	}
+	if rec.Error != nil {
+		return actions.TaskView{}, &toolerr.Error{Type: rec.Error.Type, Message: rec.Error.Message,
+			Suggestion: rec.Error.Suggestion, Details: rec.Error.Details,
+			RetryAfter: time.Duration(rec.Error.RetryAfterMS) * time.Millisecond}
+	}
+	return s.conf.Tasks.Get(rec.TaskID)
+}
