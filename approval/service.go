@@ -125,11 +125,11 @@ type Service struct {
 	events      *hub
 
 	decideMu    sync.Mutex
-	waiters     map[string]*waiter        // guarded by decideMu
+	waiters     map[string]*waiter         // guarded by decideMu
 	grantTimers map[string]clockwork.Timer // guarded by decideMu
-	order       []string                  // approval ids, oldest first; guarded by decideMu
-	grantOrder  []string                  // grant ids, oldest first; guarded by decideMu
-	closed      bool                      // guarded by decideMu
+	order       []string                   // approval ids, oldest first; guarded by decideMu
+	grantOrder  []string                   // grant ids, oldest first; guarded by decideMu
+	closed      bool                       // guarded by decideMu
 
 	mu        sync.RWMutex
 	approvals map[string]*Approval // guarded by mu; values are immutable, replaced on change

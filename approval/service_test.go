@@ -780,3 +780,53 @@ func TestHistory_ForgetsOldestDecidedRequests(t *testing.T) {
 	require.Len(t, list, 3)
 	require.Equal(t, pendingID, list[0].ID)
 }
+
+func TestConcurrentDecisions_ExactlyOneWins(t *testing.T) {
+	// Given 20 pending requests
+	f := newFixture(t)
+	type req struct {
+		id string
+		ch <-chan actions.Decision
+	}
+	var reqs []req
+	for i := range 20 {
+		id, ch := f.request(t, "t", ToolRelease, map[string]any{"i": i})
+		reqs = append(reqs, req{id, ch})
+	}
+
+	// When operators approve, deny and the runner withdraws each of them
+	// at once, while the TTL passes
+	done := make(chan struct{})
+	for _, r := range reqs {
+		for _, act := range []func(){
+			func() { _, _ = f.svc.Approve(context.Background(), r.id, "alice", ApproveOptions{}) },
+			func() { _, _ = f.svc.Deny(context.Background(), r.id, "bob", "no") },
+			func() { f.svc.Withdraw(r.id, "cancelled") },
+		} {
+			go func() { act(); done <- struct{}{} }()
+		}
+	}
+	f.clock.Advance(time.Minute)
+	for range 3 * len(reqs) {
+		<-done
+	}
+
+	// Then each request delivered exactly one decision, and its record agrees
+	for _, r := range reqs {
+		d := decision(t, r.ch)
+		a, err := f.svc.Get(r.id)
+		require.NoError(t, err)
+		switch {
+		case d.Approved:
+			require.Equal(t, StatusApproved, a.Status)
+			require.Equal(t, a.GrantID, d.GrantID)
+		case d.Expired:
+			require.Equal(t, StatusExpired, a.Status)
+		case d.Cancelled:
+			require.Equal(t, StatusCancelled, a.Status)
+		default:
+			require.Equal(t, StatusDenied, a.Status)
+			require.Equal(t, "no", d.Reason)
+		}
+	}
+}
