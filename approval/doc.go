@@ -39,6 +39,11 @@
 // The handler does no authentication: the bridge's router only lets the
 // operator role reach it.
 //
+// For the agent's side, PendingError builds APPROVAL_PENDING (naming the
+// task to poll with get_task) and DecisionError turns a denial into
+// APPROVAL_DENIED carrying the operator's reason verbatim, and an expiry
+// into APPROVAL_EXPIRED.
+//
 // The service owns no goroutine. Expiry runs on timers of the injected
 // clock, and every operation also expires what is due before it acts, so a
 // request past its TTL can never be approved, even if its timer has not
