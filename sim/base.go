@@ -155,11 +155,24 @@ func (s *Sim) stepBase(dt float64) {
 // still back out.
 func (s *Sim) clearance(x, y float64) float64 {
 	p := geom.Point{X: x, Y: y}
-	c := s.bounds.DistanceToEdge(p)
-	if !s.bounds.Contains(p) {
-		c = -c
+	var c float64
+	if s.boundsRect {
+		// Fast path for the usual rectangular room.
+		c = math.Min(math.Min(x-s.boundsMin.X, s.boundsMax.X-x), math.Min(y-s.boundsMin.Y, s.boundsMax.Y-y))
+	} else {
+		c = s.bounds.DistanceToEdge(p)
+		if !s.bounds.Contains(p) {
+			c = -c
+		}
 	}
 	for _, sf := range s.surfaces {
+		// Obstacles whose bounding box is farther than the radius cannot
+		// be touched; skip the exact distance for them.
+		dx := math.Max(math.Max(sf.min.X-x, 0), x-sf.max.X)
+		dy := math.Max(math.Max(sf.min.Y-y, 0), y-sf.max.Y)
+		if dx > s.radius || dy > s.radius {
+			continue
+		}
 		d := sf.poly.DistanceToEdge(p)
 		if sf.poly.Contains(p) {
 			d = -d

@@ -153,9 +153,10 @@ type object struct {
 }
 
 type surface struct {
-	name   string
-	poly   geom.Polygon
-	height float64
+	name     string
+	poly     geom.Polygon
+	min, max geom.Point // bounding box
+	height   float64
 }
 
 type phase int
@@ -197,6 +198,9 @@ type Sim struct {
 	yawTol         float64
 	radius         float64
 	bounds         geom.Polygon
+	boundsRect     bool
+	boundsMin      geom.Point
+	boundsMax      geom.Point
 	surfaces       []surface
 	jointNames     []string
 	defaultForce   float64
@@ -300,8 +304,12 @@ func New(cfg *hwconfig.Config) (*Sim, error) {
 	if len(s.bounds) < 3 {
 		s.bounds = geom.Polygon{{X: -5, Y: -5}, {X: 5, Y: -5}, {X: 5, Y: 5}, {X: -5, Y: 5}}
 	}
+	s.boundsRect = s.bounds.IsRectangle()
+	s.boundsMin, s.boundsMax = s.bounds.Bounds()
 	for _, sf := range cfg.World.Surfaces {
-		s.surfaces = append(s.surfaces, surface{name: sf.Name, poly: polygon(sf.Polygon), height: sf.Height})
+		p := polygon(sf.Polygon)
+		lo, hi := p.Bounds()
+		s.surfaces = append(s.surfaces, surface{name: sf.Name, poly: p, min: lo, max: hi, height: sf.Height})
 	}
 
 	if cfg.Arm != nil {
@@ -475,8 +483,19 @@ func (s *Sim) watchdog() {
 	s.event(EventWatchdog, fmt.Sprintf("no command or refresh for %v (timeout %v): cancelled %s, braking", s.now.Sub(s.lastCmd), s.commandTimeout, what))
 }
 
+// maxHistory bounds the event and command logs so a simulator running for
+// days does not grow without limit; the oldest half is dropped when full.
+const maxHistory = 10000
+
+func trim[T any](xs []T) []T {
+	if len(xs) > maxHistory {
+		return slices.Delete(xs, 0, len(xs)-maxHistory/2)
+	}
+	return xs
+}
+
 func (s *Sim) event(kind, detail string) {
-	s.events = append(s.events, Event{Time: s.now, Kind: kind, Detail: detail})
+	s.events = trim(append(s.events, Event{Time: s.now, Kind: kind, Detail: detail}))
 }
 
 func (s *Sim) drainBattery(dt float64) {
@@ -518,7 +537,7 @@ func (s *Sim) Stop() {
 	s.holdArm()
 	s.grip.moving = false
 	s.counters.Stops++
-	s.log = append(s.log, LogEntry{Time: s.now, Op: "stop", Accepted: true})
+	s.log = trim(append(s.log, LogEntry{Time: s.now, Op: "stop", Accepted: true}))
 }
 
 func (s *Sim) holdArm() {
@@ -540,7 +559,7 @@ func (s *Sim) Command(cmd robot.Command) error {
 	if _, dup := s.seen[cmd.ID]; dup && cmd.ID != "" {
 		entry.Accepted, entry.Duplicate = true, true
 		s.counters.Duplicates++
-		s.log = append(s.log, entry)
+		s.log = trim(append(s.log, entry))
 		return nil
 	}
 	err := s.commandLocked(cmd)
@@ -555,7 +574,7 @@ func (s *Sim) Command(cmd robot.Command) error {
 			s.remember(cmd.ID)
 		}
 	}
-	s.log = append(s.log, entry)
+	s.log = trim(append(s.log, entry))
 	return err
 }
 
@@ -638,7 +657,8 @@ func (s *Sim) WatchdogFires() int {
 	return s.counters.WatchdogFires
 }
 
-// Events returns a copy of the event log.
+// Events returns a copy of the event log (the most recent entries, at
+// least maxHistory/2 of them).
 func (s *Sim) Events() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -646,7 +666,8 @@ func (s *Sim) Events() []Event {
 }
 
 // CommandLog returns a copy of every command (accepted or rejected) and
-// stop the robot received, with sim time.
+// stop the robot received, with sim time (the most recent entries, at least
+// maxHistory/2 of them).
 func (s *Sim) CommandLog() []LogEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
