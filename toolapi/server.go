@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -176,9 +177,6 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	if out.err != nil {
 		env.Error = ErrorBodyOf(out.err)
 		env.Data = nil
-		if env.Text == "" {
-			env.Text = env.Error.Message
-		}
 	}
 	env.Robot = s.robotText(ctx, out.state)
 
@@ -280,7 +278,7 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 			return fail(err)
 		}
 		st := v.(robot.State)
-		return outcome{data: stateData{State: st, ThetaDeg: robot.Degrees(st.Base.Theta), LinkUp: s.conf.Robot.LinkUp()},
+		return outcome{data: stateData{State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: s.conf.Robot.LinkUp()},
 			text: "The robot is " + st.Summary() + ".", state: &st}
 	case ToolDescribeScene:
 		q := SceneQuery{}

@@ -113,16 +113,7 @@ func (t *Tool) describe(e *jsonschema.ValidationError, args map[string]any) *too
 		return mk(f, nil, t.allowedText(append(append([]string(nil), loc...), k.Missing[0])),
 			"missing required field %q (%s)", f, t.allowedText(append(append([]string(nil), loc...), k.Missing[0])))
 	case *kind.OneOf:
-		present := make([]string, 0, len(args))
-		for k := range args {
-			present = append(present, k)
-		}
-		sort.Strings(present)
-		hint := t.oneOfHint
-		if hint == "" {
-			hint = "see the tool's input schema"
-		}
-		return mk("arguments", present, hint, "the fields given (%s) do not form a valid call: %s", strings.Join(present, ", "), hint)
+		return t.describeForms(args, mk)
 	case *kind.MinProperties:
 		return mk(field, received, allowed, "%s must not be empty; allowed: %s", field, allowed)
 	case *kind.Type:
@@ -247,4 +238,44 @@ func (t *Tool) allowedText(loc []string) string {
 		fmt.Fprintf(&b, " (%s)", d)
 	}
 	return b.String()
+}
+
+// describeForms explains a call that matches none (or more than one) of
+// the tool's alternative argument forms (x/y or location; pose or joints):
+// the missing field of the form the model evidently meant, or that it
+// mixed two forms.
+func (t *Tool) describeForms(args map[string]any, mk func(string, any, string, string, ...any) *toolerr.Error) *toolerr.Error {
+	present := sortedKeys(args)
+	hint := t.oneOfHint
+	if hint == "" {
+		hint = "see the tool's input schema"
+	}
+	forms, _ := t.InputSchema["oneOf"].([]any)
+	var meant [][]string // missing fields of each form the args touch
+	for _, f := range forms {
+		fm, _ := f.(map[string]any)
+		req, _ := fm["required"].([]string)
+		touched := false
+		var missing []string
+		for _, r := range req {
+			if _, ok := args[r]; ok {
+				touched = true
+			} else {
+				missing = append(missing, r)
+			}
+		}
+		if touched {
+			meant = append(meant, missing)
+		}
+	}
+	switch {
+	case len(meant) > 1:
+		return mk("arguments", present, hint, "the fields given (%s) mix two ways of calling it: %s", strings.Join(present, ", "), hint)
+	case len(meant) == 1 && len(meant[0]) > 0:
+		f := meant[0][0]
+		return mk(f, nil, t.allowedText([]string{f}), "missing required field %q (%s); %s", f, t.allowedText([]string{f}), hint)
+	case len(meant) == 1:
+		return mk("arguments", present, hint, "the fields given (%s) do not go together: %s", strings.Join(present, ", "), hint)
+	}
+	return mk("arguments", present, hint, "the fields given (%s) do not form a valid call: %s", strings.Join(present, ", "), hint)
 }
