@@ -223,20 +223,24 @@ func (s *Summarizer) object(t *track, pose robot.Pose2D, now time.Time) Object {
 		o.Reachable = math.Hypot(rp.X-s.armX, rp.Y-s.armY) <= s.reach
 	}
 	if s.cam != nil {
-		o.InView = s.cam.seesWithin(rp, rangeSlack(s.cam.maxRange))
+		o.InView = s.cam.seesObject(rp, t.size, rangeSlack(s.cam.maxRange))
 	}
 	o.SeenNow = o.InView && ago <= s.seenWithin
 	return o
 }
 
-// seesWithin is Sees with slack metres of range tolerance, for estimates
-// whose range noise may put an object just inside the range just outside.
-func (c *Camera) seesWithin(p robot.Vec3, slack float64) bool {
-	u, v, _, ok := c.Project(p)
-	if !ok || u < 0 || u > c.width || v < 0 || v > c.height {
+// seesObject reports whether an object of the given size centred at p
+// (robot frame) is at least partly in the image, in front of the camera
+// and within its range plus slack metres — the slack absorbs range noise
+// of an estimate. Partly matters: an object cut by the image border is in
+// view, as a detector reports it.
+func (c *Camera) seesObject(p robot.Vec3, size, slack float64) bool {
+	u, v, z, ok := c.Project(p)
+	if !ok || z < 0.05 || norm(sub(p, c.origin)) > c.maxRange+slack {
 		return false
 	}
-	return norm(sub(p, c.origin)) <= c.maxRange+slack
+	hw, hh := c.fx*size/2/z, c.fy*size/2/z
+	return u+hw > 0 && u-hw < c.width && v+hh > 0 && v-hh < c.height
 }
 
 func (s *Summarizer) bearingWord(deg float64) string {

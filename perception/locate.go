@@ -18,51 +18,104 @@ type estimate struct {
 }
 
 // locate estimates the room-frame centre of the object seen in d, with the
-// robot at pose. With a depth it back-projects the box centre. Without one
-// it tries each known surface, highest first, then the floor: an object of
-// size S resting on a plane at height h has its centre at h + S/2 on the
-// ray through the box centre, and S is the box's apparent size k (metres
-// per metre of depth, see boxGeometry) times the centre's optical depth t,
-// which gives t in closed form:
+// robot at pose.
 //
-//	t = (h − camZ) / (ray.z − k/2)
+// An object of size S resting on a plane at height h has its centre at
+// h + S/2 on the ray through the box centre, and S is the box's apparent
+// size k (metres per metre of depth, see boxGeometry) times the centre's
+// optical depth t, which gives t in closed form for each known surface and
+// the floor (planeHypothesis). Without a depth the first surface, highest
+// first, whose outline holds that centre wins: a ray that meets a table top
+// inside its outline cannot reach the floor below it.
 //
-// The first surface whose outline holds that centre wins: a ray that meets
-// a table top inside its outline cannot reach the floor below it. ok is
-// false when no hypothesis puts the object in front of the camera within
-// twice its range (a box above the horizon).
+// With a depth, the plane hypotheses consistent with it (within three
+// standard deviations of both) are candidates, the closest one wins, and
+// depth and plane are averaged weighted by their variances: a depth
+// camera's noise grows with the square of the distance, while the plane
+// estimate stays within centimetres, so near objects lean on the depth and
+// far ones on the geometry. A depth no plane agrees with is used alone
+// (the object is held or stands on something unknown), unless it would put
+// the object under the floor, where the floor hypothesis is used instead.
+//
+// ok is false when nothing puts the object in front of the camera within
+// twice its range (no depth and a box above the horizon).
 func (s *Summarizer) locate(pose robot.Pose2D, d *robot.Detection) (estimate, bool) {
 	cam := s.cam
-	uc, vc, wf := cam.boxGeometry(&d.BBox)
+	uc, vc, k := cam.boxGeometry(&d.BBox)
 	ray := cam.Ray(uc, vc)
+	t, ok := 0.0, false
 	if d.Depth > 0 {
-		p := add(cam.origin, scale(ray, d.Depth))
-		return estimate{room: ToRoom(pose, p), size: wf * d.Depth, rng: norm(sub(p, cam.origin))}, true
+		sd := s.depthBase + s.depthQuad*d.Depth*d.Depth
+		bestScore, floorT, floorOK := math.Inf(1), 0.0, false
+		for i := range s.world.surfaces {
+			sf := &s.world.surfaces[i]
+			tp, sp, okp := s.planeHypothesis(pose, ray, k, sf)
+			if !okp {
+				continue
+			}
+			if sf.poly == nil {
+				floorT, floorOK = tp, true
+			}
+			comb := math.Sqrt(sd*sd + sp*sp)
+			diff := math.Abs(tp - d.Depth)
+			if diff > 3*comb || diff/comb >= bestScore {
+				continue
+			}
+			bestScore = diff / comb
+			wd, wp := 1/(sd*sd), 1/(sp*sp)
+			t, ok = (d.Depth*wd+tp*wp)/(wd+wp), true
+		}
+		if !ok {
+			t, ok = d.Depth, true
+			if cam.origin.Z+ray.Z*t < -surfaceTolerance && floorOK {
+				t = floorT
+			}
+		}
+	} else {
+		for i := range s.world.surfaces {
+			if tp, _, okp := s.planeHypothesis(pose, ray, k, &s.world.surfaces[i]); okp {
+				t, ok = tp, true
+				break
+			}
+		}
 	}
-	limit := 2 * cam.maxRange
-	for i := range s.world.surfaces {
-		sf := &s.world.surfaces[i]
-		denom := ray.Z - wf/2 // wf is k
-		if math.Abs(denom) < 1e-9 {
-			continue
-		}
-		t := (sf.height - cam.origin.Z) / denom
-		if t <= 0 {
-			continue
-		}
-		p := add(cam.origin, scale(ray, t))
-		rng := norm(sub(p, cam.origin))
-		if rng > limit {
-			continue
-		}
-		size := wf * t
-		room := ToRoom(pose, p)
-		if !sf.contains(room.X, room.Y, math.Min(size/2, 0.05)) {
-			continue
-		}
-		return estimate{room: room, size: size, rng: rng}, true
+	if !ok {
+		return estimate{}, false
 	}
-	return estimate{}, false
+	p := add(cam.origin, scale(ray, t))
+	return estimate{room: ToRoom(pose, p), size: k * t, rng: norm(sub(p, cam.origin))}, true
+}
+
+// planeHypothesis returns the optical depth t at which an object of
+// apparent size k seen along ray would rest on sf, and its standard
+// deviation from pixel noise (box centre and size) plus 1 % for the object
+// not being the ideal round shape. ok is false when the object could not
+// rest there: behind the camera, beyond twice the range, or outside the
+// surface's outline.
+func (s *Summarizer) planeHypothesis(pose robot.Pose2D, ray robot.Vec3, k float64, sf *surface) (t, sigma float64, ok bool) {
+	cam := s.cam
+	denom := ray.Z - k/2
+	if math.Abs(denom) < 1e-9 {
+		return 0, 0, false
+	}
+	t = (sf.height - cam.origin.Z) / denom
+	if t <= 0 {
+		return 0, 0, false
+	}
+	p := add(cam.origin, scale(ray, t))
+	if norm(sub(p, cam.origin)) > 2*cam.maxRange {
+		return 0, 0, false
+	}
+	room := ToRoom(pose, p)
+	if !sf.contains(room.X, room.Y, math.Min(k*t/2, 0.05)) {
+		return 0, 0, false
+	}
+	// dt = t/|denom| · |d(ray.z) − dk/2|; the centre row has the noise of
+	// the mean of two edges, the size that of their difference.
+	dRay := cam.up.Z / cam.fy * s.pixelNoise / math.Sqrt2
+	dK := math.Sqrt2 * s.pixelNoise / cam.fx / 2
+	geom := t / math.Abs(denom) * math.Hypot(dRay, dK)
+	return t, math.Hypot(geom, 0.01*t), true
 }
 
 // iou returns the intersection over union of two boxes.
