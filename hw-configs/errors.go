@@ -129,8 +129,8 @@ func (p *problems) add(field string, value any, allowed, format string, args ...
 	})
 }
 
-// has reports whether field (or, with prefix, anything under it) already has
-// a problem; dependent checks use it to avoid cascades.
+// has reports whether field already has a problem; dependent checks use it
+// to avoid cascades.
 func (p *problems) has(field string) bool { return p.seen[field] }
 
 // err returns nil or a *ValidationError.

@@ -389,3 +389,25 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+func BenchmarkParse_ShippedConfig(b *testing.B) {
+	src, err := os.ReadFile(shippedConfig)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkValidate_ShippedConfig(b *testing.B) {
+	c, err := Load(shippedConfig)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
