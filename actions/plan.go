@@ -238,7 +238,7 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 			if hasTh && math.Abs(robot.NormalizeAngle(target.Theta-s.Base.Theta)) > yawTol+0.005 {
 				return false
 			}
-			return math.Abs(s.Velocity.V) < 0.02 && math.Abs(s.Velocity.W) < 0.05
+			return math.Abs(s.Velocity.V) < safety.RestLinear && math.Abs(s.Velocity.W) < safety.RestAngular
 		},
 		Remaining: func(s robot.State) float64 {
 			d := math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y)

@@ -133,11 +133,29 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)
 		}
 	}
+	if cmd.ID == "" {
+		// Transports that may deliver twice drop duplicates by id, so
+		// every command gets a unique one.
+		s.cmdSeq++
+		owner := a.TaskID
+		if owner == "" {
+			owner = "cmd"
+		}
+		if a.recovery {
+			owner = RecoveryCommandPrefix + owner
+		}
+		cmd.ID = fmt.Sprintf("%s-%d", owner, s.cmdSeq)
+	}
 	if err := s.drv.Send(ctx, cmd); err != nil {
 		return &sendError{err}
 	}
 	return nil
 }
+
+// RecoveryCommandPrefix starts the id of every command of the
+// supervisor's own pre-authorized recovery, so a command log tells them
+// from commands sent on a task's grant.
+const RecoveryCommandPrefix = "recover-"
 
 // sendError is a failure of Driver.Send after the gate admitted the
 // command: the robot may or may not have started moving.

@@ -391,6 +391,8 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			}
 			var se *sendError
 			switch {
+			case errors.As(err, &se) && !s.drv.LinkUp():
+				return r.trip(mkTrip(TripLinkDown, i, "the robot link went down while sending "+step.Name+": "+se.err.Error(), err)), i, nil
 			case errors.As(err, &se):
 				return r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+": "+se.err.Error(), err)), i, nil
 			case errors.Is(err, ErrLinkDown) && retryUnavailable && s.clock.Since(start) < deadline:
@@ -449,6 +451,9 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			// Keep the robot's command watchdog fed while we supervise.
 			if tick {
 				if err := s.drv.Refresh(ctx); err != nil && ctx.Err() == nil {
+					if !s.drv.LinkUp() {
+						return r.trip(mkTrip(TripLinkDown, i, "the robot link went down (refresh failed: "+err.Error()+")", err)), i, nil
+					}
 					return r.trip(mkTrip(TripDriverError, i, "the driver failed to refresh the motion: "+err.Error(), err)), i, nil
 				}
 			}
@@ -456,6 +461,14 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 	}
 	return nil, len(steps), nil
 }
+
+// Rest thresholds: a step is only done once the robot is at rest, so a
+// task never reports success while something still moves.
+const (
+	RestLinear        = 0.01 // m/s
+	RestAngular       = 0.02 // rad/s
+	RestJointVelocity = 0.02 // rad/s
+)
 
 // stallEpsilon is the least decrease of Remaining that counts as progress.
 const stallEpsilon = 0.002
@@ -578,7 +591,17 @@ func ArmStep(name string, q []float64, scale, tol float64) Step {
 	return Step{
 		Name:    name,
 		Command: robot.Command{Kind: robot.CmdMoveArm, Arm: &robot.ArmGoal{Positions: q, VelocityScale: scale}},
-		Done:    func(st robot.State) bool { return jointsAt(st, q, tol) },
+		Done: func(st robot.State) bool {
+			if !jointsAt(st, q, tol) {
+				return false
+			}
+			for _, j := range st.Joints {
+				if math.Abs(j.Velocity) > RestJointVelocity {
+					return false
+				}
+			}
+			return true
+		},
 		Remaining: func(st robot.State) float64 {
 			m := 0.0
 			for i, v := range q {

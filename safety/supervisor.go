@@ -157,6 +157,7 @@ type Supervisor struct {
 	// e-stop, so a command that passed the check cannot land after the
 	// e-stop's stop without a second stop following it.
 	sendMu sync.Mutex
+	cmdSeq uint64 // guarded by sendMu
 
 	mu         sync.Mutex
 	estop      EStopStatus   // guarded by mu

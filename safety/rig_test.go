@@ -1,0 +1,421 @@
+package safety_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// errLinkDown is the simulated transport's failure while a link_down
+// fault swallows a call.
+var errLinkDown = errors.New("simulated link down")
+
+// simDriver is a minimal in-process safety.Driver over the simulator, the
+// same shape as transport/inproc: every call goes through the sim's
+// link_down fault, states come from sim.Run.
+type simDriver struct {
+	sim *sim.Sim
+	hub robot.Hub
+
+	pubs atomic.Int64
+	mu   sync.Mutex
+	last robot.State
+	// failSend, when set, makes Send fail for the commands it returns an
+	// error for (an injected driver failure).
+	failSend func(robot.Command) error
+}
+
+var _ safety.Driver = (*simDriver)(nil)
+
+func (d *simDriver) Send(_ context.Context, cmd robot.Command) error {
+	d.mu.Lock()
+	f := d.failSend
+	d.mu.Unlock()
+	if f != nil {
+		if err := f(cmd); err != nil {
+			return err
+		}
+	}
+	if d.sim.LinkDrop() {
+		return errLinkDown
+	}
+	return d.sim.Command(cmd)
+}
+
+func (d *simDriver) Refresh(context.Context) error {
+	if d.sim.LinkDrop() {
+		return errLinkDown
+	}
+	d.sim.Refresh()
+	return nil
+}
+
+func (d *simDriver) Stop(context.Context) error {
+	if d.sim.LinkDrop() {
+		return errLinkDown
+	}
+	d.sim.Stop()
+	return nil
+}
+
+func (d *simDriver) Latest() (robot.State, bool)            { return d.hub.Latest() }
+func (d *simDriver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
+func (d *simDriver) LinkUp() bool                           { return !d.sim.LinkDownActive() }
+
+func (d *simDriver) publish(st robot.State) {
+	d.hub.Publish(st)
+	d.mu.Lock()
+	d.last = st
+	d.mu.Unlock()
+	d.pubs.Add(1)
+}
+
+func (d *simDriver) lastPublished() robot.State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
+// authLog records every Authorize answer by task, so tests can check the
+// simulator's command log against the grants that were actually valid.
+type authLog struct {
+	inner safety.Grants
+	// serial serialises Authorize with the rig's Approve calls: the
+	// approval service reads a grant's binding in Approve without the lock
+	// Authorize writes it under (a data race reported to its owner); the
+	// rig works around it until that is fixed.
+	serial sync.Mutex
+	mu     sync.Mutex
+	ok    map[string]int
+	no    map[string]int
+}
+
+func (a *authLog) Authorize(u safety.Use) error {
+	a.serial.Lock()
+	err := a.inner.Authorize(u)
+	a.serial.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		a.ok[u.TaskID]++
+	} else {
+		a.no[u.TaskID]++
+	}
+	return err
+}
+
+func (a *authLog) authorized(task string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ok[task] > 0
+}
+
+// truthObjects resolves object ids from the simulator's ground truth (a
+// perfect perception).
+type truthObjects struct{ sim *sim.Sim }
+
+func (o truthObjects) Lookup(_ context.Context, id string) (actions.ObjectInfo, error) {
+	tr := o.sim.Truth()
+	for _, ob := range tr.Objects {
+		if ob.ID == id {
+			return actions.ObjectInfo{ID: ob.ID, Label: ob.Label, Position: ob.Position, LastSeen: tr.Time}, nil
+		}
+	}
+	return actions.ObjectInfo{}, toolerr.New(toolerr.NotFound, "no object %q", id)
+}
+
+// rig is the bridge's safety core (supervisor, approval service, runner)
+// against the simulator, all on one fake clock that the test steps one
+// physics period at a time.
+type rig struct {
+	t     testing.TB
+	fc    *clockwork.FakeClock
+	cfg   *hwconfig.Config
+	sim   *sim.Sim
+	drv   *simDriver
+	sup   *safety.Supervisor
+	appr  *approval.Service
+	auth  *authLog
+	run   *actions.Runner
+	stopR func()
+	steps int64
+
+	evMu   sync.Mutex
+	events []safety.Event
+}
+
+type rigOpt func(*hwconfig.Config)
+
+func loadCfg(t testing.TB) *hwconfig.Config {
+	t.Helper()
+	cfg, err := hwconfig.Load("../hw-configs/sim-mobile-manipulator.yaml")
+	require.NoError(t, err)
+	return cfg
+}
+
+func newRig(t testing.TB, opts ...rigOpt) *rig {
+	t.Helper()
+	cfg := loadCfg(t)
+	for _, o := range opts {
+		o(cfg)
+	}
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	fc := clockwork.NewFakeClockAt(sim.Epoch)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := &rig{t: t, fc: fc, cfg: cfg, sim: s, drv: &simDriver{sim: s}}
+	appr, err := approval.New(approval.Conf{Config: cfg, Clock: fc, Logger: log})
+	require.NoError(t, err)
+	r.appr = appr
+	r.auth = &authLog{inner: appr, ok: map[string]int{}, no: map[string]int{}}
+	r.sup, err = safety.New(safety.Conf{Config: cfg, Driver: r.drv, Grants: r.auth, Clock: fc, Logger: log,
+		Observer: safety.ObserverFunc(func(e safety.Event) { r.evMu.Lock(); r.events = append(r.events, e); r.evMu.Unlock() })})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx, fc, r.drv.publish) }()
+	r.stopR = func() { cancel(); <-done }
+	waitUntil(t, func() bool { return r.drv.pubs.Load() > 0 }, "sim never published")
+	require.NoError(t, r.sup.Start(context.Background()))
+	r.run, err = actions.NewRunner(actions.RunnerConf{Config: cfg, Supervisor: r.sup, Approver: appr, Objects: truthObjects{s},
+		Clock: fc, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(r.close)
+	r.syncState()
+	return r
+}
+
+func (r *rig) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.run.Close(ctx)
+	_ = r.sup.Close()
+	_ = r.appr.Close()
+	r.stopR()
+}
+
+// waitUntil polls cond (real time, bounded) while other goroutines work.
+func waitUntil(t testing.TB, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; !cond(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		if i < 200 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// syncState waits until the supervisor holds the last published state.
+func (r *rig) syncState() {
+	want := r.drv.lastPublished()
+	waitUntil(r.t, func() bool {
+		got, _, ok := r.sup.Latest()
+		return ok && got.Stamp.Equal(want.Stamp)
+	}, "supervisor did not receive the latest state")
+}
+
+// step advances one physics period and waits until the simulator has
+// stepped and published (or dropped) its state, the supervisor has taken
+// the state in, and the supervised motion has processed its ticks.
+func (r *rig) step() {
+	r.t.Helper()
+	r.steps++
+	pp, sp := r.sim.PhysicsPeriod(), r.sim.StatePeriod()
+	wantAttempts := 1 + int64(time.Duration(r.steps)*pp/sp)
+	r.fc.Advance(pp)
+	waitUntil(r.t, func() bool {
+		c := r.sim.Counters()
+		return int64(c.Steps) >= r.steps && r.drv.pubs.Load()+int64(c.StatesDropped) >= wantAttempts
+	}, "simulator did not step")
+	r.syncState()
+	now := r.fc.Now()
+	waitUntil(r.t, func() bool { return safety.SettledAt(r.sup, now) }, "supervisor did not settle")
+}
+
+// stepFor steps d of sim time.
+func (r *rig) stepFor(d time.Duration) {
+	for el := time.Duration(0); el < d; el += r.sim.PhysicsPeriod() {
+		r.step()
+	}
+}
+
+// stepUntil steps until cond holds, at most limit of sim time.
+func (r *rig) stepUntil(limit time.Duration, cond func() bool) bool {
+	for el := time.Duration(0); el <= limit; el += r.sim.PhysicsPeriod() {
+		if cond() {
+			return true
+		}
+		r.step()
+	}
+	return cond()
+}
+
+func (r *rig) submit(tool string, args map[string]any) (actions.TaskView, error) {
+	return r.run.Submit(context.Background(), actions.Request{Tool: tool, Arguments: args, Principal: "agent-1", SessionID: "s1"})
+}
+
+func (r *rig) mustSubmit(tool string, args map[string]any) actions.TaskView {
+	r.t.Helper()
+	v, err := r.submit(tool, args)
+	require.NoError(r.t, err)
+	return v
+}
+
+func (r *rig) approve(v actions.TaskView) {
+	r.t.Helper()
+	require.NotEmpty(r.t, v.ApprovalID)
+	r.auth.serial.Lock()
+	_, err := r.appr.Approve(context.Background(), v.ApprovalID, "operator-1", approval.ApproveOptions{})
+	r.auth.serial.Unlock()
+	require.NoError(r.t, err)
+	waitUntil(r.t, func() bool {
+		g, _ := r.run.Get(v.ID)
+		return g.Status != "awaiting_approval" && g.Status != "approved"
+	}, "approved task did not start")
+}
+
+func (r *rig) get(id string) actions.TaskView {
+	v, err := r.run.Get(id)
+	require.NoError(r.t, err)
+	return v
+}
+
+// waitTerminal steps until the task ends.
+func (r *rig) waitTerminal(id string, limit time.Duration) actions.TaskView {
+	r.t.Helper()
+	ok := r.stepUntil(limit, func() bool { return r.get(id).Terminal() })
+	v := r.get(id)
+	require.True(r.t, ok, "task %s still %s after %s: %s", id, v.Status, limit, v.Text)
+	return v
+}
+
+func (r *rig) inject(f sim.Fault) string {
+	id, err := r.sim.Inject(f)
+	require.NoError(r.t, err)
+	return id
+}
+
+// motionCommands returns the commands the simulator received (accepted
+// or not), from its own log.
+func (r *rig) motionCommands() []sim.LogEntry {
+	var out []sim.LogEntry
+	for _, e := range r.sim.CommandLog() {
+		if e.Op == "command" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *rig) stopsAfter(t time.Time) []sim.LogEntry {
+	var out []sim.LogEntry
+	for _, e := range r.sim.CommandLog() {
+		if e.Op == "stop" && !e.Time.Before(t) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// taskOfCommand returns the task id a command id belongs to and whether
+// it was the supervisor's own recovery.
+func taskOfCommand(id string) (task string, recovery bool) {
+	if strings.HasPrefix(id, safety.RecoveryCommandPrefix) {
+		id, recovery = strings.TrimPrefix(id, safety.RecoveryCommandPrefix), true
+	}
+	if i := strings.LastIndexByte(id, '-'); i > 0 {
+		id = id[:i]
+	}
+	return id, recovery
+}
+
+// checkEveryCommandAuthorized is invariant 1 over the simulator's own
+// command log: every command it received was either the supervisor's
+// pre-authorized recovery (and the config says so) or sent for a task
+// whose operator grant the approval service confirmed.
+func (r *rig) checkEveryCommandAuthorized() error {
+	for _, e := range r.motionCommands() {
+		task, rec := taskOfCommand(e.ID)
+		if rec {
+			if !r.cfg.SafePose.Preauthorized {
+				return fmt.Errorf("recovery command %s sent though the config does not pre-authorize recovery", e.ID)
+			}
+			continue
+		}
+		v, err := r.run.Get(task)
+		if err != nil {
+			return fmt.Errorf("command %s belongs to no task", e.ID)
+		}
+		if p, _ := r.cfg.ActionPolicy(v.Tool); p.Approval == hwconfig.ApprovalNever {
+			continue
+		}
+		if !r.auth.authorized(task) {
+			return fmt.Errorf("command %s (%s) reached the robot but no grant authorized task %s", e.ID, e.Kind, task)
+		}
+		a, err := r.appr.Get(v.ApprovalID)
+		if err != nil || a.Status != approval.StatusApproved {
+			return fmt.Errorf("command %s reached the robot but approval %s is %v (%v)", e.ID, v.ApprovalID, a.Status, err)
+		}
+	}
+	return nil
+}
+
+// atRest reports whether the simulated robot is at rest (ground truth).
+func (r *rig) atRest() bool {
+	tr := r.sim.Truth()
+	if tr.BaseGoal || tr.ArmGoal {
+		return false
+	}
+	if abs(tr.Velocity.V) > 0.01 || abs(tr.Velocity.W) > 0.02 {
+		return false
+	}
+	for _, j := range tr.Joints {
+		if abs(j.Velocity) > 0.02 {
+			return false
+		}
+	}
+	return true
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func (r *rig) eventsOf(k safety.EventKind) []safety.Event {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	var out []safety.Event
+	for _, e := range r.events {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
