@@ -15,9 +15,9 @@ import (
 	"github.com/robot-bridge/robot-bridge/robot"
 )
 
-// Epoch is the sim time at which every simulator starts. It is fixed, not
-// the wall clock, so that two runs with the same seed produce identical
-// stamps as well as identical trajectories.
+// Epoch is the sim time at which a simulator starts unless WithEpoch says
+// otherwise. It is fixed, not the wall clock, so that two runs with the same
+// seed produce identical stamps as well as identical trajectories.
 var Epoch = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Defaults for optional sim settings, used when the hw-config leaves them
@@ -245,13 +245,30 @@ type Sim struct {
 	noisePx    float64
 }
 
+// Option changes how New builds a simulator.
+type Option func(*options)
+
+type options struct {
+	epoch time.Time
+}
+
+// WithEpoch starts sim time at t instead of Epoch. The bridge's default run
+// uses it with its clock's Now so that state and detection stamps are
+// comparable with the bridge's own clock (staleness checks); tests keep the
+// fixed Epoch so runs are reproducible.
+func WithEpoch(t time.Time) Option { return func(o *options) { o.epoch = t } }
+
 // New builds a simulator from a hw-config. It uses cfg.Sim for the seed,
 // rates, start pose and objects, and cfg's base, arm, gripper, camera and
 // world for everything else. Optional values left zero get the package
 // defaults; impossible ones (non-positive limits, an arm model the
 // kinematics cannot handle, duplicate object ids) are errors naming the
 // field.
-func New(cfg *hwconfig.Config) (*Sim, error) {
+func New(cfg *hwconfig.Config, opts ...Option) (*Sim, error) {
+	o := options{epoch: Epoch}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if cfg == nil {
 		return nil, errors.New("sim: nil hw-config")
 	}
@@ -259,7 +276,7 @@ func New(cfg *hwconfig.Config) (*Sim, error) {
 		return nil, fmt.Errorf("sim: %w; add a sim: section (seed, physics_hz, command_timeout, start, objects)", ErrNoSimConfig)
 	}
 	sc := cfg.Sim
-	s := &Sim{cfg: cfg, now: Epoch, lastCmd: Epoch, seen: map[string]struct{}{}}
+	s := &Sim{cfg: cfg, now: o.epoch, lastCmd: o.epoch, seen: map[string]struct{}{}}
 	hz := func(field string, v, def float64) (time.Duration, error) {
 		if v == 0 {
 			v = def
@@ -384,7 +401,7 @@ func New(cfg *hwconfig.Config) (*Sim, error) {
 	s.armScale = 1
 	// The first camera frame is taken on the first step; later frames
 	// follow on a fixed grid from it.
-	s.nextFrame = Epoch.Add(s.physicsPeriod)
+	s.nextFrame = o.epoch.Add(s.physicsPeriod)
 	s.moveHeld()
 	return s, nil
 }

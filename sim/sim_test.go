@@ -58,6 +58,23 @@ func TestNewStartsAtConfiguredPose(t *testing.T) {
 	require.InDelta(t, 0.09, st.Gripper.Opening, 1e-12)
 }
 
+func TestWithEpochShiftsStampsOnly(t *testing.T) {
+	epoch := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a := newSim(t)
+	b, err := New(loadConfig(t), WithEpoch(epoch))
+	require.NoError(t, err)
+	require.Equal(t, epoch, b.Now())
+	for _, s := range []*Sim{a, b} {
+		require.NoError(t, s.Command(baseCmd("go", 1, 0, 0)))
+		supervise(s, time.Second, nil)
+	}
+	sa, sb := a.State(), b.State()
+	require.Equal(t, epoch.Add(time.Second), sb.Stamp)
+	require.Equal(t, sa.Base, sb.Base)
+	require.Equal(t, len(sa.Detections), len(sb.Detections))
+	require.Equal(t, epoch.Add(810*time.Millisecond), sb.Detections[0].Stamp)
+}
+
 func TestBaseReachesGoalWithinLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
