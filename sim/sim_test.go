@@ -621,3 +621,21 @@ func TestFingertipMatchesKinematics(t *testing.T) {
 	want := kinematics.FKRoom(s.Config().Arm, tr.Base, []float64{0, 1.2, -2.4, 1.2})
 	require.Equal(t, want, *tr.Fingertip)
 }
+
+func TestBaseOnlyRobot(t *testing.T) {
+	// Given a robot without arm, gripper or camera
+	s := newSim(t, func(c *hwconfig.Config) { c.Arm, c.Gripper, c.Camera = nil, nil, nil })
+	// Then arm and gripper commands are refused, the base still drives
+	require.ErrorContains(t, s.Command(armCmd("a", 1, 0)), "no arm")
+	require.ErrorContains(t, s.Command(gripCmd("g", true, 0)), "no gripper")
+	_, err := s.Inject(Fault{Kind: FaultJointStuck})
+	require.ErrorContains(t, err, "needs an arm")
+	require.NoError(t, s.Command(baseCmd("b", 1, 0, 0)))
+	supervise(s, 2*time.Second, nil)
+	st, tr := s.State(), s.Truth()
+	require.Empty(t, st.Joints)
+	require.Nil(t, st.Gripper)
+	require.Empty(t, st.Detections)
+	require.Nil(t, tr.Fingertip)
+	require.Greater(t, tr.Base.X, 0.5)
+}
