@@ -305,11 +305,14 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 			r.log.Error("transition not recorded", "task", t.id, "event", ev, "err", err)
 		}
 	}
+	// The state and the fields mutate sets change together under r.mu, so
+	// no view shows a terminal status without its error.
+	r.mu.Lock()
 	if _, _, err := t.m.Fire(ev); err != nil {
+		r.mu.Unlock()
 		t.tmu.Unlock()
 		return err
 	}
-	r.mu.Lock()
 	t.updatedAt = now
 	if o.mutate != nil {
 		o.mutate(t)

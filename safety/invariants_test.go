@@ -60,7 +60,8 @@ func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
 	// words and nothing moved.
 	_, err := r.appr.Deny(context.Background(), v.ApprovalID, "operator-1", "the hallway is being cleaned")
 	require.NoError(t, err)
-	v = r.waitTerminal(v.ID, time.Second)
+	waitUntil(t, func() bool { return r.get(v.ID).Terminal() }, "denial not applied")
+	v = r.get(v.ID)
 	require.Equal(t, "denied", string(v.Status))
 	require.Equal(t, toolerr.ApprovalDenied, v.Error.Type)
 	require.Contains(t, v.Error.Message, `"the hallway is being cleaned"`)
