@@ -3,6 +3,7 @@ package toolapi
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
@@ -387,7 +388,7 @@ func TestActions_NeverRetried(t *testing.T) {
 
 func TestNoBackends_StillStructured(t *testing.T) {
 	// Given a bridge with only a config and tokens
-	srv, err := New(Conf{HWConfig: loadSimConfig(t), Tokens: testTokens})
+	srv, err := New(Conf{HWConfig: loadSimConfig(t), Tokens: testTokens, Logger: slog.New(slog.DiscardHandler), ReadBackoff: time.Millisecond})
 	require.NoError(t, err)
 	ctx := context.Background()
 	p := Principal{Name: "agent", Role: RoleAgent}

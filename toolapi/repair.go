@@ -148,9 +148,10 @@ func jsonErrText(s string, err error) string {
 }
 
 // matchBrace returns the index of the brace closing the one at start,
-// skipping over single- and double-quoted strings.
+// skipping over single- and double-quoted strings and checking that every
+// bracket closes the kind it opened.
 func matchBrace(s string, start int) (int, error) {
-	depth := 0
+	var stack []byte
 	var quote byte
 	for i := start; i < len(s); i++ {
 		c := s[i]
@@ -166,18 +167,17 @@ func matchBrace(s string, start int) (int, error) {
 		switch c {
 		case '"', '\'':
 			quote = c
-		case '{', '[':
-			depth++
+		case '{':
+			stack = append(stack, '}')
+		case '[':
+			stack = append(stack, ']')
 		case '}', ']':
-			depth--
-			if depth == 0 {
-				if c != '}' {
-					return 0, fmt.Errorf("the object starting at offset %d closes with ']'", start)
-				}
-				return i, nil
+			if len(stack) == 0 || stack[len(stack)-1] != c {
+				return 0, fmt.Errorf("a %q at offset %d closes a bracket it did not open (object starting at offset %d)", c, i, start)
 			}
-			if depth < 0 {
-				return 0, fmt.Errorf("unbalanced brackets in the object starting at offset %d", start)
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return i, nil
 			}
 		}
 	}
