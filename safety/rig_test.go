@@ -2,14 +2,12 @@ package safety_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
 	"io"
 	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,30 +21,23 @@ import (
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolerr"
+	"github.com/robot-bridge/robot-bridge/transport/inproc"
 )
 
-// errLinkDown is the simulated transport's failure while a link_down
-// fault swallows a call.
-var errLinkDown = errors.New("simulated link down")
-
-// simDriver is a minimal in-process safety.Driver over the simulator, the
-// same shape as transport/inproc: every call goes through the sim's
-// link_down fault, states come from sim.Run.
-type simDriver struct {
-	sim *sim.Sim
-	hub robot.Hub
-
-	pubs atomic.Int64
-	mu   sync.Mutex
-	last robot.State
+// failingDriver wraps the in-process transport to inject driver
+// failures the simulator has no fault for (a controller rejecting a
+// trajectory at the transport).
+type failingDriver struct {
+	*inproc.Driver
+	mu sync.Mutex
 	// failSend, when set, makes Send fail for the commands it returns an
-	// error for (an injected driver failure).
+	// error for.
 	failSend func(robot.Command) error
 }
 
-var _ safety.Driver = (*simDriver)(nil)
+var _ safety.Driver = (*failingDriver)(nil)
 
-func (d *simDriver) Send(_ context.Context, cmd robot.Command) error {
+func (d *failingDriver) Send(ctx context.Context, cmd robot.Command) error {
 	d.mu.Lock()
 	f := d.failSend
 	d.mu.Unlock()
@@ -55,44 +46,7 @@ func (d *simDriver) Send(_ context.Context, cmd robot.Command) error {
 			return err
 		}
 	}
-	if d.sim.LinkDrop() {
-		return errLinkDown
-	}
-	return d.sim.Command(cmd)
-}
-
-func (d *simDriver) Refresh(context.Context) error {
-	if d.sim.LinkDrop() {
-		return errLinkDown
-	}
-	d.sim.Refresh()
-	return nil
-}
-
-func (d *simDriver) Stop(context.Context) error {
-	if d.sim.LinkDrop() {
-		return errLinkDown
-	}
-	d.sim.Stop()
-	return nil
-}
-
-func (d *simDriver) Latest() (robot.State, bool)            { return d.hub.Latest() }
-func (d *simDriver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
-func (d *simDriver) LinkUp() bool                           { return !d.sim.LinkDownActive() }
-
-func (d *simDriver) publish(st robot.State) {
-	d.hub.Publish(st)
-	d.mu.Lock()
-	d.last = st
-	d.mu.Unlock()
-	d.pubs.Add(1)
-}
-
-func (d *simDriver) lastPublished() robot.State {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.last
+	return d.Driver.Send(ctx, cmd)
 }
 
 // authLog records every Authorize answer by task, so tests can check the
@@ -151,7 +105,7 @@ type rig struct {
 	fc    *clockwork.FakeClock
 	cfg   *hwconfig.Config
 	sim   *sim.Sim
-	drv   *simDriver
+	drv   *failingDriver
 	sup   *safety.Supervisor
 	appr  *approval.Service
 	auth  *authLog
@@ -182,7 +136,7 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	require.NoError(t, err)
 	fc := clockwork.NewFakeClockAt(sim.Epoch)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &rig{t: t, fc: fc, cfg: cfg, sim: s, drv: &simDriver{sim: s}}
+	r := &rig{t: t, fc: fc, cfg: cfg, sim: s, drv: &failingDriver{Driver: inproc.New(s, inproc.Conf{Clock: fc, Logger: log})}}
 	appr, err := approval.New(approval.Conf{Config: cfg, Clock: fc, Logger: log})
 	require.NoError(t, err)
 	r.appr = appr
@@ -190,11 +144,9 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	r.sup, err = safety.New(safety.Conf{Config: cfg, Driver: r.drv, Grants: r.auth, Clock: fc, Logger: log,
 		Observer: safety.ObserverFunc(func(e safety.Event) { r.evMu.Lock(); r.events = append(r.events, e); r.evMu.Unlock() })})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx, fc, r.drv.publish) }()
-	r.stopR = func() { cancel(); <-done }
-	waitUntil(t, func() bool { return r.drv.pubs.Load() > 0 }, "sim never published")
+	require.NoError(t, r.drv.Start(context.Background()))
+	r.stopR = func() { _ = r.drv.Close() }
+	waitUntil(t, func() bool { _, ok := r.drv.Latest(); return ok }, "sim never published")
 	require.NoError(t, r.sup.Start(context.Background()))
 	r.run, err = actions.NewRunner(actions.RunnerConf{Config: cfg, Supervisor: r.sup, Approver: appr, Objects: truthObjects{s},
 		Clock: fc, Logger: log})
@@ -231,7 +183,7 @@ func waitUntil(t testing.TB, cond func() bool, msg string) {
 
 // syncState waits until the supervisor holds the last published state.
 func (r *rig) syncState() {
-	want := r.drv.lastPublished()
+	want, _ := r.drv.Latest()
 	waitUntil(r.t, func() bool {
 		got, _, ok := r.sup.Latest()
 		return ok && got.Stamp.Equal(want.Stamp)
@@ -245,11 +197,19 @@ func (r *rig) step() {
 	r.t.Helper()
 	r.steps++
 	pp, sp := r.sim.PhysicsPeriod(), r.sim.StatePeriod()
-	wantAttempts := 1 + int64(time.Duration(r.steps)*pp/sp)
+	due := time.Duration(r.steps)*pp/sp > time.Duration(r.steps-1)*pp/sp
+	dropped := r.sim.Counters().StatesDropped
 	r.fc.Advance(pp)
 	waitUntil(r.t, func() bool {
 		c := r.sim.Counters()
-		return int64(c.Steps) >= r.steps && r.drv.pubs.Load()+int64(c.StatesDropped) >= wantAttempts
+		if int64(c.Steps) < r.steps {
+			return false
+		}
+		if !due {
+			return true
+		}
+		st, _ := r.drv.Latest()
+		return c.StatesDropped > dropped || st.Stamp.Equal(r.sim.Now())
 	}, "simulator did not step")
 	r.syncState()
 	now := r.fc.Now()
