@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/perception"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+	"github.com/robot-bridge/robot-bridge/transport/inproc"
 )
 
 // Conf configures a Bridge.
@@ -32,22 +47,46 @@ type Conf struct {
 	// Out receives the lines a user must read at start-up, like where the
 	// generated tokens are (optional). It defaults to io.Discard.
 	Out io.Writer
+	// Clock (optional) defaults to the real clock.
+	Clock clockwork.Clock
+}
+
+// driver is what the bridge needs of a transport beyond safety.Driver:
+// a lifecycle.
+type driver interface {
+	safety.Driver
+	Start(ctx context.Context) error
+	Close() error
 }
 
 // Bridge is the running daemon.
 type Bridge struct {
-	conf Conf
-	log  *slog.Logger
+	conf  Conf
+	log   *slog.Logger
+	clock clockwork.Clock
 
-	mu     sync.Mutex
-	ln     net.Listener
-	srv    *http.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	tokens     toolapi.Tokens
+	reg        *prometheus.Registry
+	sim        *sim.Sim // nil unless transport is sim
+	drv        driver
+	sup        *safety.Supervisor
+	approvals  *approval.Service
+	perception *perception.Summarizer
+	runner     *actions.Runner
+	api        *toolapi.Server
+	handler    http.Handler
+
+	mu      sync.Mutex
+	ln      net.Listener
+	srv     *http.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+	bg      sync.WaitGroup
+	started bool
 }
 
 // New validates conf, fills defaults and builds every part, without
-// starting anything.
+// starting anything or touching the robot.
 func New(conf Conf) (*Bridge, error) {
 	if conf.Config == nil {
 		return nil, errors.New("bridge: Conf.Config is required")
@@ -67,31 +106,143 @@ func New(conf Conf) (*Bridge, error) {
 	if conf.Out == nil {
 		conf.Out = io.Discard
 	}
-	return &Bridge{conf: conf, log: conf.Logger.With("component", "bridge")}, nil
+	if conf.Clock == nil {
+		conf.Clock = clockwork.NewRealClock()
+	}
+	cfg := conf.Config
+	b := &Bridge{conf: conf, log: conf.Logger.With("component", "bridge"), clock: conf.Clock}
+
+	tokens, created, err := toolapi.LoadOrCreateTokens(conf.DataDir, conf.Env)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: tokens: %w", err)
+	}
+	b.tokens = tokens
+	if created {
+		fmt.Fprintf(conf.Out, "robot-bridge: generated API tokens in %s (agent.token, operator.token; mode 0600)\n", conf.DataDir)
+	}
+
+	b.reg = prometheus.NewRegistry()
+	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	switch cfg.Transport.Kind {
+	case hwconfig.TransportSim:
+		s, err := sim.New(cfg, sim.WithEpoch(conf.Clock.Now()))
+		if err != nil {
+			return nil, fmt.Errorf("bridge: simulator: %w", err)
+		}
+		b.sim = s
+		b.drv = inproc.New(s, inproc.Conf{Clock: conf.Clock, Logger: conf.Logger})
+	default:
+		return nil, fmt.Errorf("bridge: transport.kind %q is not supported by this build yet (allowed: sim)", cfg.Transport.Kind)
+	}
+
+	b.perception, err = perception.New(perception.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: perception: %w", err)
+	}
+	b.approvals, err = approval.New(approval.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: approvals: %w", err)
+	}
+	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: supervisor: %w", err)
+	}
+	b.runner, err = actions.NewRunner(actions.RunnerConf{
+		Config: cfg, Supervisor: b.sup, Approver: b.approvals, Objects: b.perception,
+		Clock: conf.Clock, Logger: conf.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: runner: %w", err)
+	}
+	b.api, err = toolapi.New(toolapi.Conf{
+		HWConfig:   cfg,
+		Tasks:      b.runner,
+		Robot:      robotSource{b.drv},
+		Scene:      sceneSource{b.perception},
+		Safety:     safetySource{b.sup},
+		Tokens:     tokens,
+		Ready:      b.ready,
+		Clock:      conf.Clock,
+		Logger:     conf.Logger,
+		Registerer: b.reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bridge: tool API: %w", err)
+	}
+	b.mountRoutes()
+	return b, nil
 }
 
-// Start opens the listener and serves until Stop or ctx ends.
+func (b *Bridge) mountRoutes() {
+	ah := approval.NewHTTPHandler(b.approvals, approval.HTTPConf{Principal: principalName, Logger: b.conf.Logger})
+	for _, p := range []string{"/v1/approvals", "/v1/approvals/", "/v1/grants", "/v1/grants/"} {
+		b.api.Mount(p, ah, toolapi.RoleOperator)
+	}
+	// Any authenticated role may press the e-stop; only an operator may
+	// reset it or clear a latched fault.
+	b.api.Mount("POST /v1/estop", http.HandlerFunc(b.handleEStop), toolapi.RoleAgent)
+	b.api.Mount("POST /v1/estop/reset", http.HandlerFunc(b.handleEStopReset), toolapi.RoleOperator)
+	b.api.Mount("POST /v1/faults/clear", http.HandlerFunc(b.handleFaultClear), toolapi.RoleOperator)
+	b.api.Mount("GET /v1/safety", http.HandlerFunc(b.handleSafety), toolapi.RoleAgent)
+	if b.sim != nil {
+		// Fault injection moves the world, not the robot's commands, but
+		// it is still an operator's tool, never an agent's.
+		b.api.Mount("/v1/sim/", sim.NewHTTPHandler(b.sim, b.conf.Logger), toolapi.RoleOperator)
+	}
+	b.api.Mount("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}), toolapi.RolePublic)
+	b.handler = b.api.Handler()
+}
+
+func principalName(r *http.Request) string {
+	if p, ok := toolapi.PrincipalFromRequest(r); ok {
+		return p.Name
+	}
+	return ""
+}
+
+// Start brings the robot link up, starts the supervisor and opens the API.
 func (b *Bridge) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return errors.New("bridge: already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if err := b.drv.Start(runCtx); err != nil {
+		cancel()
+		return fmt.Errorf("bridge: robot link: %w", err)
+	}
+	if err := b.sup.Start(runCtx); err != nil {
+		cancel()
+		_ = b.drv.Close()
+		return fmt.Errorf("bridge: supervisor: %w", err)
+	}
+	states, unsubscribe := b.drv.Subscribe()
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		defer unsubscribe()
+		b.perception.Run(runCtx, states)
+	}()
 	ln, err := net.Listen("tcp", b.conf.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", b.conf.Listen, err)
+		cancel()
+		b.bg.Wait()
+		_ = b.sup.Close()
+		_ = b.drv.Close()
+		return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	b.mu.Lock()
-	b.ln, b.srv = ln, srv
+	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second}
+	b.ln, b.srv, b.cancel, b.started = ln, srv, cancel, true
 	b.done = make(chan struct{})
-	b.mu.Unlock()
 	go func() {
 		defer close(b.done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			b.log.Error("http server stopped", "err", err)
 		}
 	}()
+	b.log.Info("bridge started", "addr", ln.Addr().String(), "robot", b.conf.Config.Robot.ID)
 	return nil
 }
 
@@ -105,16 +256,110 @@ func (b *Bridge) Addr() string {
 	return b.ln.Addr().String()
 }
 
-// Stop shuts the bridge down in order; its last act is to command the
-// robot to stop.
+// Stop shuts the bridge down in order: the API closes, live tasks end, and
+// the last act is a stop command to the robot.
 func (b *Bridge) Stop(ctx context.Context) error {
 	b.mu.Lock()
-	srv, done := b.srv, b.done
-	b.mu.Unlock()
-	if srv == nil {
+	if !b.started {
+		b.mu.Unlock()
 		return nil
 	}
-	err := srv.Shutdown(ctx)
+	b.started = false
+	srv, done, cancel := b.srv, b.done, b.cancel
+	b.mu.Unlock()
+
+	var errs []error
+	if err := srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		_ = srv.Close()
+	}
 	<-done
-	return err
+	if err := b.runner.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("runner: %w", err))
+	}
+	if err := b.approvals.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("approvals: %w", err))
+	}
+	cancel()
+	b.bg.Wait()
+	// The supervisor's Close commands a stop; the driver's Close stops the
+	// robot once more as the very last act before the link goes away.
+	if err := b.sup.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("supervisor: %w", err))
+	}
+	if err := b.drv.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("robot link: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ready is GET /readyz: the robot link is up and the supervisor has state.
+func (b *Bridge) ready(context.Context) error {
+	if !b.drv.LinkUp() {
+		return errors.New("robot link down")
+	}
+	if _, ok := b.drv.Latest(); !ok {
+		return errors.New("no robot state received yet")
+	}
+	return nil
+}
+
+// Tokens returns the API tokens (for tests and the console).
+func (b *Bridge) Tokens() toolapi.Tokens { return b.tokens }
+
+// Sim returns the in-process simulator, nil for other transports.
+func (b *Bridge) Sim() *sim.Sim { return b.sim }
+
+// Supervisor returns the safety supervisor.
+func (b *Bridge) Supervisor() *safety.Supervisor { return b.sup }
+
+// Approvals returns the approval service.
+func (b *Bridge) Approvals() *approval.Service { return b.approvals }
+
+// Runner returns the action runner.
+func (b *Bridge) Runner() *actions.Runner { return b.runner }
+
+// Handler returns the HTTP handler (API, operator routes, metrics).
+func (b *Bridge) Handler() http.Handler { return b.handler }
+
+type robotSource struct{ d safety.Driver }
+
+func (r robotSource) Latest(context.Context) (robot.State, error) {
+	if !r.d.LinkUp() {
+		return robot.State{}, toolerr.New(toolerr.Unavailable, "the robot link is down").With("link", "down")
+	}
+	st, ok := r.d.Latest()
+	if !ok {
+		return robot.State{}, toolerr.New(toolerr.Unavailable, "no state has arrived from the robot yet")
+	}
+	return st, nil
+}
+
+func (r robotSource) LinkUp() bool { return r.d.LinkUp() }
+
+type sceneSource struct{ p *perception.Summarizer }
+
+func (s sceneSource) Describe(ctx context.Context, q toolapi.SceneQuery) (string, any, error) {
+	scene, err := s.p.Describe(ctx, perception.Query{Label: q.Query, MaxObjects: q.MaxObjects})
+	if err != nil {
+		return "", nil, err
+	}
+	return scene.Text, scene, nil
+}
+
+type safetySource struct{ s *safety.Supervisor }
+
+func (s safetySource) SafetyStatus() any { return safetyView{s.s.Status()} }
+
+// safetyView adds the sentence the tool API puts in get_safety_status's
+// envelope text.
+type safetyView struct{ safety.Status }
+
+// Text says the safety state in words.
+func (v safetyView) Text() string { return describeSafety(v.Status) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
 }
