@@ -3,7 +3,6 @@ package perception
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -80,8 +79,6 @@ type Object struct {
 	// perception.stale_after: its position may be out of date, and grasp
 	// will not accept its id.
 	Stale bool `json:"stale"`
-
-	sortBearing float64 // unrounded, for relations
 }
 
 // Scene is the answer of describe_scene.
@@ -123,6 +120,10 @@ func invalidParam(field, format string, args ...any) error {
 // Describe reports the remembered objects matching q, most relevant first
 // (see relevance), as data and text. It fails only for an invalid query
 // (a *toolerr.Error of type INVALID_PARAMS naming the field) or a done ctx.
+//
+// Every matching object is ranked, but only the shown ones (the budget)
+// are turned into Objects and sentences, so the cost of a call grows
+// little with the number of objects remembered.
 func (s *Summarizer) Describe(ctx context.Context, q Query) (Scene, error) {
 	if err := ctx.Err(); err != nil {
 		return Scene{}, toolerr.New(toolerr.Unavailable, "describe_scene was cancelled").Wrap(err)
@@ -148,7 +149,7 @@ func (s *Summarizer) Describe(ctx context.Context, q Query) (Scene, error) {
 	last := s.last
 	sc := Scene{Pose: pose, At: now}
 	var others map[string]int // labels that did not match q.Label
-	objs := make([]Object, 0, min(len(s.tracks), 64))
+	cands := make([]candidate, 0, len(s.tracks))
 	for _, t := range s.tracks {
 		if q.Label != "" && !strings.EqualFold(t.label, q.Label) {
 			if others == nil {
@@ -161,32 +162,80 @@ func (s *Summarizer) Describe(ctx context.Context, q Query) (Scene, error) {
 			sc.HiddenLowConfidence++
 			continue
 		}
-		objs = append(objs, s.object(t, pose, now))
+		cands = append(cands, s.candidate(t, pose, now))
 	}
 	s.mu.Unlock()
 
-	slices.SortFunc(objs, relevance)
-	sc.Total = len(objs)
-	sc.Shown = min(len(objs), budget)
-	var b strings.Builder
-	s.writeText(&b, q, objs, sc, others, last, havePose, now)
-	sc.Text = b.String()
-	sc.Objects = objs[:sc.Shown:sc.Shown]
+	// Rank an index: candidates hold pointers, and moving them while
+	// sorting costs write barriers.
+	rank := make([]int32, len(cands))
+	for i := range rank {
+		rank[i] = int32(i)
+	}
+	slices.SortFunc(rank, func(i, j int32) int { return relevance(&cands[i], &cands[j]) })
+	sc.Total = len(cands)
+	sc.Shown = min(len(cands), budget)
+	sc.Objects = make([]Object, sc.Shown)
+	for i := range sc.Objects {
+		sc.Objects[i] = s.object(&cands[rank[i]])
+	}
+	sc.Text = s.text(q, cands, rank, sc, others, last, havePose, now)
 	return sc, nil
+}
+
+// candidate is what ranking and the headline need of one track, copied
+// out under the lock.
+type candidate struct {
+	id, label  string
+	room, rp   robot.Vec3 // room and robot frame
+	size, conf float64
+	dist       float64
+	bearing    float64 // degrees, positive left
+	lastSeen   time.Time
+	ago        time.Duration
+	uncertain  bool
+	stale      bool
+	reachable  bool
+	inView     bool
+	seenNow    bool
+}
+
+func (s *Summarizer) candidate(t *track, pose robot.Pose2D, now time.Time) candidate {
+	rp := ToRobot(pose, t.room)
+	ago := max(now.Sub(t.lastSeen), 0)
+	c := candidate{
+		id: t.id, label: t.label, room: t.room, rp: rp, size: t.size, conf: t.conf,
+		dist:      math.Hypot(rp.X, rp.Y),
+		bearing:   robot.Degrees(math.Atan2(rp.Y, rp.X)),
+		lastSeen:  t.lastSeen,
+		ago:       ago,
+		uncertain: t.conf < s.minConf,
+		stale:     ago > s.staleAfter,
+	}
+	if s.hasArm {
+		c.reachable = math.Hypot(rp.X-s.armX, rp.Y-s.armY) <= s.reach
+	}
+	if s.cam != nil {
+		c.inView = s.cam.seesObject(rp, t.size, rangeSlack(s.cam.maxRange))
+	}
+	c.seenNow = c.inView && ago <= s.seenWithin
+	return c
 }
 
 // relevance orders objects for the model: what it can act on first. Fresh
 // objects before stale ones, confident before uncertain, reachable before
 // out of reach, then nearest first; the id breaks ties so the order is
 // stable.
-func relevance(a, b Object) int {
-	return cmp.Or(
-		boolCmp(a.Stale, b.Stale),
-		boolCmp(a.Uncertain, b.Uncertain),
-		boolCmp(!a.Reachable, !b.Reachable),
-		cmp.Compare(a.DistanceM, b.DistanceM),
-		strings.Compare(a.ID, b.ID),
-	)
+func relevance(a, b *candidate) int {
+	if c := cmp.Or(
+		boolCmp(a.stale, b.stale),
+		boolCmp(a.uncertain, b.uncertain),
+		boolCmp(!a.reachable, !b.reachable),
+		cmp.Compare(a.dist, b.dist),
+	); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 // boolCmp orders false before true.
@@ -200,33 +249,24 @@ func boolCmp(a, b bool) int {
 	return 1
 }
 
-func (s *Summarizer) object(t *track, pose robot.Pose2D, now time.Time) Object {
-	rp := ToRobot(pose, t.room)
-	ago := max(now.Sub(t.lastSeen), 0)
-	bearing := robot.Degrees(math.Atan2(rp.Y, rp.X))
-	o := Object{
-		ID:          t.id,
-		Label:       t.label,
-		Confidence:  round(t.conf, 2),
-		Uncertain:   t.conf < s.minConf,
-		Position:    Frames{Robot: round3(rp), Room: round3(t.room)},
-		Surface:     s.world.supportOf(t.room, t.size),
-		DistanceM:   round(math.Hypot(rp.X, rp.Y), 2),
-		Bearing:     s.bearingWord(bearing),
-		BearingDeg:  round(bearing, 1),
-		LastSeen:    t.lastSeen,
-		SeenAgoS:    round(ago.Seconds(), 1),
-		Stale:       ago > s.staleAfter,
-		sortBearing: bearing,
+func (s *Summarizer) object(c *candidate) Object {
+	return Object{
+		ID:         c.id,
+		Label:      c.label,
+		Confidence: round(c.conf, 2),
+		Uncertain:  c.uncertain,
+		Position:   Frames{Robot: round3(c.rp), Room: round3(c.room)},
+		Surface:    s.world.supportOf(c.room, c.size),
+		Reachable:  c.reachable,
+		DistanceM:  round(c.dist, 2),
+		Bearing:    s.bearingWord(c.bearing),
+		BearingDeg: round(c.bearing, 1),
+		InView:     c.inView,
+		SeenNow:    c.seenNow,
+		LastSeen:   c.lastSeen,
+		SeenAgoS:   round(c.ago.Seconds(), 1),
+		Stale:      c.stale,
 	}
-	if s.hasArm {
-		o.Reachable = math.Hypot(rp.X-s.armX, rp.Y-s.armY) <= s.reach
-	}
-	if s.cam != nil {
-		o.InView = s.cam.seesObject(rp, t.size, rangeSlack(s.cam.maxRange))
-	}
-	o.SeenNow = o.InView && ago <= s.seenWithin
-	return o
 }
 
 // seesObject reports whether an object of the given size centred at p
@@ -323,92 +363,128 @@ func fmtAgo(d time.Duration) string {
 	}
 }
 
-// writeText renders the scene's sentences:
+// text renders the scene's sentences:
 //
-//  1. a headline: how many objects, how many within reach, and — when the
-//     budget cut the list — "showing 5 of 23" with the labels left out;
+//  1. a headline: how many objects, how many seen now and within reach,
+//     and — when the budget cut the list — "showing 5 of 23" with the
+//     labels left out;
 //  2. one sentence per shown object, most relevant first: id, label,
 //     surface, distance and side, reach, and how fresh the sighting is;
 //  3. the left-to-right order of the confident objects seen now, as the
 //     robot sees them;
 //  4. what was left out of the last frame (malformed, unplaced detections)
 //     and of the query (low confidence), so nothing is dropped silently.
-func (s *Summarizer) writeText(b *strings.Builder, q Query, objs []Object, sc Scene, others map[string]int, last frameStats, havePose bool, now time.Time) {
-	shown := objs[:sc.Shown]
+//
+// It appends to one byte slice with strconv rather than fmt: Describe is
+// on the path of every describe_scene call.
+func (s *Summarizer) text(q Query, cands []candidate, rank []int32, sc Scene, others map[string]int, last frameStats, havePose bool, now time.Time) string {
+	b := make([]byte, 0, 256+160*sc.Shown)
 	labelled := ""
 	if q.Label != "" {
 		labelled = " labelled " + q.Label
 	}
 	switch {
 	case s.cam == nil:
-		b.WriteString("This robot has no camera configured, so it cannot see objects.")
-		return
+		return "This robot has no camera configured, so it cannot see objects."
 	case sc.Total == 0 && q.Label != "":
-		fmt.Fprintf(b, "No object%s known.", labelled)
+		b = append(b, "No object"+labelled+" known."...)
 		if len(others) > 0 {
-			b.WriteString(" Other objects: ")
-			writeCounts(b, others)
-			b.WriteString("; call describe_scene without label to see them.")
+			b = append(b, " Other objects: "...)
+			b = appendCounts(b, others)
+			b = append(b, "; call describe_scene without label to see them."...)
 		} else {
-			s.writeLookAround(b)
+			b = s.appendLookAround(b)
 		}
 	case sc.Total == 0:
 		if !havePose {
-			b.WriteString("No camera frame received yet, so nothing is known about the scene.")
-		} else {
-			b.WriteString("No objects detected.")
-			s.writeLookAround(b)
+			return "No camera frame received yet, so nothing is known about the scene."
 		}
+		b = append(b, "No objects detected."...)
+		b = s.appendLookAround(b)
 	default:
-		reach, seen := 0, 0
-		for i := range objs {
-			if objs[i].Reachable && !objs[i].Stale {
+		reach, seen := 0, 0 // over all matching objects, shown or not
+		for i := range cands {
+			if cands[i].reachable && !cands[i].stale {
 				reach++
 			}
-			if objs[i].SeenNow {
+			if cands[i].seenNow {
 				seen++
 			}
 		}
-		fmt.Fprintf(b, "%d %s%s known, %d seen now", sc.Total, plural(sc.Total, "object"), labelled, seen)
+		b = strconv.AppendInt(b, int64(sc.Total), 10)
+		b = append(b, ' ')
+		b = append(b, plural(sc.Total, "object")...)
+		b = append(b, labelled...)
+		b = append(b, " known, "...)
+		b = strconv.AppendInt(b, int64(seen), 10)
+		b = append(b, " seen now"...)
 		if s.hasArm {
-			fmt.Fprintf(b, ", %d within reach", reach)
+			b = append(b, ", "...)
+			b = strconv.AppendInt(b, int64(reach), 10)
+			b = append(b, " within reach"...)
 		}
-		b.WriteString(".")
+		b = append(b, '.')
 		if sc.Shown < sc.Total {
 			hidden := map[string]int{}
-			for _, o := range objs[sc.Shown:] {
-				hidden[o.Label]++
+			for _, i := range rank[sc.Shown:] {
+				hidden[cands[i].label]++
 			}
-			fmt.Fprintf(b, " Showing %d of %d (reachable, then nearest first); not shown: ", sc.Shown, sc.Total)
-			writeCounts(b, hidden)
+			b = append(b, " Showing "...)
+			b = strconv.AppendInt(b, int64(sc.Shown), 10)
+			b = append(b, " of "...)
+			b = strconv.AppendInt(b, int64(sc.Total), 10)
+			b = append(b, " (reachable, then nearest first); not shown: "...)
+			b = appendCounts(b, hidden)
 			if q.Label == "" {
-				b.WriteString("; ask with label= to narrow.")
+				b = append(b, "; ask with label= to narrow."...)
 			} else {
-				fmt.Fprintf(b, "; ask with a larger max_objects (up to %d) to see more.", MaxObjectsLimit)
+				b = append(b, "; ask with a larger max_objects (up to "...)
+				b = strconv.AppendInt(b, MaxObjectsLimit, 10)
+				b = append(b, ") to see more."...)
 			}
 		}
 	}
-	for i := range shown {
-		b.WriteByte(' ')
-		s.writeObject(b, &shown[i])
+	for i := range sc.Objects {
+		b = append(b, ' ')
+		b = s.appendObject(b, &sc.Objects[i], &cands[rank[i]])
 	}
-	writeRelations(b, shown)
+	b = appendRelations(b, cands, rank[:sc.Shown])
 	if sc.HiddenLowConfidence > 0 {
-		fmt.Fprintf(b, " %d less confident %s than min_confidence %g not shown.", sc.HiddenLowConfidence, plural(sc.HiddenLowConfidence, "detection"), q.MinConfidence)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(sc.HiddenLowConfidence), 10)
+		b = append(b, " less confident "...)
+		b = append(b, plural(sc.HiddenLowConfidence, "detection")...)
+		b = append(b, " than min_confidence "...)
+		b = strconv.AppendFloat(b, q.MinConfidence, 'g', -1, 64)
+		b = append(b, " not shown."...)
 	}
 	if !last.at.IsZero() && now.Sub(last.at) <= s.staleAfter {
 		if last.unplaced > 0 {
-			fmt.Fprintf(b, " %d %s in the last frame could not be placed (no depth and no surface below it, or beyond %g m).",
-				last.unplaced, plural(last.unplaced, "detection"), s.cam.maxRange)
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, int64(last.unplaced), 10)
+			b = append(b, ' ')
+			b = append(b, plural(last.unplaced, "detection")...)
+			b = append(b, " in the last frame could not be placed (no depth and no surface below it, or beyond "...)
+			b = strconv.AppendFloat(b, s.cam.maxRange, 'g', -1, 64)
+			b = append(b, " m)."...)
 		}
 		if last.rejected > 0 {
-			fmt.Fprintf(b, " %d malformed %s in the last frame ignored.", last.rejected, plural(last.rejected, "detection"))
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, int64(last.rejected), 10)
+			b = append(b, " malformed "...)
+			b = append(b, plural(last.rejected, "detection")...)
+			b = append(b, " in the last frame ignored."...)
 		}
 	}
+	return string(b)
 }
 
-func (s *Summarizer) writeLookAround(b *strings.Builder) {
-	fmt.Fprintf(b, " The camera covers about %.0f° ahead out to %g m; turn or move the robot to look elsewhere.", s.cam.HorizontalFOVDeg(), s.cam.maxRange)
+func (s *Summarizer) appendLookAround(b []byte) []byte {
+	b = append(b, " The camera covers about "...)
+	b = strconv.AppendFloat(b, s.cam.HorizontalFOVDeg(), 'f', 0, 64)
+	b = append(b, "° ahead out to "...)
+	b = strconv.AppendFloat(b, s.cam.maxRange, 'g', -1, 64)
+	return append(b, " m; turn or move the robot to look elsewhere."...)
 }
 
 // plural returns word for one, word+"s" otherwise; the package only
@@ -420,8 +496,8 @@ func plural(n int, word string) string {
 	return word + "s"
 }
 
-// writeCounts writes "10 box, 5 cup": most frequent label first.
-func writeCounts(b *strings.Builder, counts map[string]int) {
+// appendCounts writes "10 box, 5 cup": most frequent label first.
+func appendCounts(b []byte, counts map[string]int) []byte {
 	type lc struct {
 		label string
 		n     int
@@ -434,103 +510,168 @@ func writeCounts(b *strings.Builder, counts map[string]int) {
 	const maxLabels = 6
 	for i, e := range list {
 		if i == maxLabels {
-			fmt.Fprintf(b, " and %d more labels", len(list)-maxLabels)
+			b = append(b, " and "...)
+			b = strconv.AppendInt(b, int64(len(list)-maxLabels), 10)
+			b = append(b, " more labels"...)
 			break
 		}
 		if i > 0 {
-			b.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		fmt.Fprintf(b, "%d %s", e.n, e.label)
+		b = strconv.AppendInt(b, int64(e.n), 10)
+		b = append(b, ' ')
+		b = append(b, e.label...)
 	}
+	return b
 }
 
-// writeObject writes one object's sentence, e.g.
+// appendObject writes one object's sentence, e.g.
 // "cup-1: cup on the table, 0.92 m away 23° to the left, within reach."
-func (s *Summarizer) writeObject(b *strings.Builder, o *Object) {
-	b.WriteString(o.ID)
-	b.WriteString(": ")
+func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
+	b = append(b, o.ID...)
+	b = append(b, ": "...)
 	if o.Uncertain {
-		fmt.Fprintf(b, "possibly a %s (uncertain, confidence %.2f)", o.Label, o.Confidence)
+		b = append(b, "possibly a "...)
+		b = append(b, o.Label...)
+		b = append(b, " (uncertain, confidence "...)
+		b = strconv.AppendFloat(b, o.Confidence, 'f', 2, 64)
+		b = append(b, ')')
 	} else {
-		b.WriteString(o.Label)
+		b = append(b, o.Label...)
 	}
 	switch o.Surface {
 	case "":
-		fmt.Fprintf(b, " at %.2f m height, not on a known surface", o.Position.Room.Z)
+		b = append(b, " at "...)
+		b = strconv.AppendFloat(b, o.Position.Room.Z, 'f', 2, 64)
+		b = append(b, " m height, not on a known surface"...)
 	case Floor:
-		b.WriteString(" on the floor")
+		b = append(b, " on the floor"...)
 	default:
-		b.WriteString(" on the ")
-		b.WriteString(o.Surface)
+		b = append(b, " on the "...)
+		b = append(b, o.Surface...)
 	}
-	fmt.Fprintf(b, ", %.2f m ", o.DistanceM)
+	b = append(b, ", "...)
+	b = strconv.AppendFloat(b, o.DistanceM, 'f', 2, 64)
+	b = append(b, " m "...)
 	deg := math.Abs(o.BearingDeg)
 	switch o.Bearing {
 	case Ahead:
-		b.WriteString("ahead")
+		b = append(b, "ahead"...)
 	case Behind:
-		side := "left"
+		b = append(b, "behind ("...)
+		b = strconv.AppendFloat(b, deg, 'f', 0, 64)
 		if o.BearingDeg < 0 {
-			side = "right"
+			b = append(b, "° to the right)"...)
+		} else {
+			b = append(b, "° to the left)"...)
 		}
-		fmt.Fprintf(b, "behind (%.0f° to the %s)", deg, side)
 	default:
-		fmt.Fprintf(b, "away %.0f° to the %s", deg, o.Bearing)
+		b = append(b, "away "...)
+		b = strconv.AppendFloat(b, deg, 'f', 0, 64)
+		b = append(b, "° to the "...)
+		b = append(b, o.Bearing...)
 	}
 	if s.hasArm {
 		if o.Reachable {
-			b.WriteString(", within reach")
+			b = append(b, ", within reach"...)
 		} else {
-			rp := o.Position.Robot
-			fmt.Fprintf(b, ", out of reach by %.2f m", math.Hypot(rp.X-s.armX, rp.Y-s.armY)-s.reach)
+			b = append(b, ", out of reach by "...)
+			b = strconv.AppendFloat(b, math.Hypot(c.rp.X-s.armX, c.rp.Y-s.armY)-s.reach, 'f', 2, 64)
+			b = append(b, " m"...)
 		}
 	}
-	ago := fmtAgo(time.Duration(o.SeenAgoS * float64(time.Second)))
 	switch {
 	case o.Stale:
-		fmt.Fprintf(b, "; last seen %s ago, may have moved", ago)
+		b = append(b, "; last seen "...)
+		b = appendAgo(b, c.ago)
+		b = append(b, " ago, may have moved"...)
 	case !o.SeenNow && !o.InView:
-		fmt.Fprintf(b, "; seen %s ago, out of view now", ago)
+		b = append(b, "; seen "...)
+		b = appendAgo(b, c.ago)
+		b = append(b, " ago, out of view now"...)
 	case !o.SeenNow:
-		fmt.Fprintf(b, "; seen %s ago, not detected in the latest frames", ago)
+		b = append(b, "; seen "...)
+		b = appendAgo(b, c.ago)
+		b = append(b, " ago, not detected in the latest frames"...)
 	}
-	b.WriteByte('.')
+	return append(b, '.')
 }
 
-// writeRelations states the left-to-right order, as seen from the robot, of
-// the confident objects seen now: "cup-1 is left of bottle-1." for two,
-// "Left to right as seen from the robot: a, b, c." for more. Objects
+func appendAgo(b []byte, d time.Duration) []byte { return append(b, fmtAgo(d)...) }
+
+// appendRelations states the left-to-right order, as seen from the robot,
+// of the confident objects seen now: "cup-1 is left of bottle-1." for two,
+// "Left to right as seen from the robot: a, b, c." for more. Two objects
 // within 2° of each other are in line; the nearer is named as in front.
-func writeRelations(b *strings.Builder, shown []Object) {
-	var row []*Object
-	for i := range shown {
-		if o := &shown[i]; o.SeenNow && !o.Uncertain && !o.Stale {
-			row = append(row, o)
+func appendRelations(b []byte, cands []candidate, shown []int32) []byte {
+	var buf [MaxObjectsLimit]*candidate
+	row := buf[:0]
+	for _, i := range shown {
+		if c := &cands[i]; c.seenNow && !c.uncertain && !c.stale {
+			row = append(row, c)
 		}
 	}
 	if len(row) < 2 {
-		return
+		return b
 	}
-	slices.SortStableFunc(row, func(a, b *Object) int { return cmp.Compare(b.sortBearing, a.sortBearing) })
+	slices.SortStableFunc(row, func(a, b *candidate) int { return cmp.Compare(b.bearing, a.bearing) })
 	if len(row) == 2 {
 		l, r := row[0], row[1]
-		if l.sortBearing-r.sortBearing < 2 {
+		if l.bearing-r.bearing < 2 {
 			near, far := l, r
-			if far.DistanceM < near.DistanceM {
+			if far.dist < near.dist {
 				near, far = far, near
 			}
-			fmt.Fprintf(b, " Seen from the robot, %s is in front of %s.", near.ID, far.ID)
-			return
+			b = append(b, " Seen from the robot, "...)
+			b = append(b, near.id...)
+			b = append(b, " is in front of "...)
+			b = append(b, far.id...)
+			return append(b, '.')
 		}
-		fmt.Fprintf(b, " Seen from the robot, %s is left of %s.", l.ID, r.ID)
-		return
+		b = append(b, " Seen from the robot, "...)
+		b = append(b, l.id...)
+		b = append(b, " is left of "...)
+		b = append(b, r.id...)
+		return append(b, '.')
 	}
-	b.WriteString(" Left to right as seen from the robot: ")
-	for i, o := range row {
+	b = append(b, " Left to right as seen from the robot: "...)
+	for i, c := range row {
 		if i > 0 {
-			b.WriteString(", ")
+			b = append(b, ", "...)
 		}
-		b.WriteString(o.ID)
+		b = append(b, c.id...)
 	}
-	b.WriteByte('.')
+	return append(b, '.')
+}
+
+// ParseQuery converts describe_scene's JSON arguments (as decoded into a
+// map: numbers are float64) into a Query. Unknown keys and wrong types are
+// INVALID_PARAMS errors naming the field; ranges are checked by Describe.
+func ParseQuery(args map[string]any) (Query, error) {
+	var q Query
+	for k, v := range args {
+		switch k {
+		case "label":
+			l, ok := v.(string)
+			if !ok {
+				return Query{}, invalidParam("label", "label must be a string, e.g. \"cup\"")
+			}
+			q.Label = l
+		case "max_objects":
+			f, ok := v.(float64)
+			if !ok || f != math.Trunc(f) || math.Abs(f) > 1e6 {
+				return Query{}, invalidParam("max_objects", "max_objects must be a whole number between 1 and %d", MaxObjectsLimit)
+			}
+			q.MaxObjects = int(f)
+		case "min_confidence":
+			f, ok := v.(float64)
+			if !ok {
+				return Query{}, invalidParam("min_confidence", "min_confidence must be a number between 0 and 1")
+			}
+			q.MinConfidence = f
+		default:
+			return Query{}, invalidParam(k, "unknown argument %q; describe_scene takes label, max_objects and min_confidence", k)
+		}
+	}
+	return q, nil
 }

@@ -1,6 +1,7 @@
 package perception
 
 import (
+	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func testConfig(t testing.TB) *hwconfig.Config {
 func newTestSummarizer(t testing.TB, mutate ...func(*Conf)) (*Summarizer, *clockwork.FakeClock) {
 	t.Helper()
 	clk := clockwork.NewFakeClockAt(epoch)
-	conf := Conf{Config: testConfig(t), Clock: clk}
+	conf := Conf{Config: testConfig(t), Clock: clk, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&conf)
 	}

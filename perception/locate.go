@@ -118,11 +118,16 @@ func (s *Summarizer) planeHypothesis(pose robot.Pose2D, ray robot.Vec3, k float6
 	return t, math.Hypot(geom, 0.01*t), true
 }
 
-// iou returns the intersection over union of two boxes.
+// iou returns the intersection over union of two boxes. The boxes are
+// validated (finite, non-inverted), so plain comparisons replace math.Min
+// and math.Max and their NaN handling on this hot path of NMS.
 func iou(a, b *[4]float64) float64 {
-	ix := math.Min(a[2], b[2]) - math.Max(a[0], b[0])
-	iy := math.Min(a[3], b[3]) - math.Max(a[1], b[1])
-	if ix <= 0 || iy <= 0 {
+	ix := min(a[2], b[2]) - max(a[0], b[0])
+	if ix <= 0 {
+		return 0
+	}
+	iy := min(a[3], b[3]) - max(a[1], b[1])
+	if iy <= 0 {
 		return 0
 	}
 	inter := ix * iy

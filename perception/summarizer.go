@@ -113,11 +113,14 @@ type Summarizer struct {
 	lastFrame time.Time         // guarded by mu; stamp of the last frame used
 	last      frameStats        // guarded by mu; of the last frame
 	// Scratch buffers reused frame to frame, guarded by mu.
-	dets  []robot.Detection
-	ests  []estimate
-	pairs []pair
-	taken []bool
-	fresh []int
+	dets    []robot.Detection
+	ests    []estimate
+	pairs   []pair
+	kept    []robot.Detection
+	order   []int32
+	taken   []bool
+	fresh   []int
+	byLabel []*track
 }
 
 var _ actions.Objects = (*Summarizer)(nil)
@@ -365,8 +368,15 @@ func (s *Summarizer) observeLocked(pose robot.Pose2D, in []robot.Detection, at t
 		s.log.Warn("skipped invalid detections", "count", st.rejected, "first", st.firstErr)
 	}
 	// Non-maximum suppression per label: strongest first, drop boxes that
-	// overlap a kept box of the same label by nms_iou or more.
-	slices.SortFunc(s.dets, func(a, b robot.Detection) int {
+	// overlap a kept box of the same label by nms_iou or more. An index
+	// is sorted rather than the detections themselves, which hold
+	// pointers and are four times the size.
+	s.order = s.order[:0]
+	for i := range s.dets {
+		s.order = append(s.order, int32(i))
+	}
+	slices.SortFunc(s.order, func(i, j int32) int {
+		a, b := &s.dets[i], &s.dets[j]
 		if c := strings.Compare(a.Label, b.Label); c != 0 {
 			return c
 		}
@@ -376,18 +386,18 @@ func (s *Summarizer) observeLocked(pose robot.Pose2D, in []robot.Detection, at t
 		case a.Confidence < b.Confidence:
 			return 1
 		}
-		return 0
+		return int(i - j)
 	})
-	kept := s.dets[:0]
+	s.kept = s.kept[:0]
 	start := 0 // first kept index of the current label
-	for i := range s.dets {
-		d := s.dets[i]
-		if len(kept) > 0 && kept[len(kept)-1].Label != d.Label {
-			start = len(kept)
+	for _, i := range s.order {
+		d := &s.dets[i]
+		if len(s.kept) > 0 && s.kept[len(s.kept)-1].Label != d.Label {
+			start = len(s.kept)
 		}
 		dup := false
-		for j := start; j < len(kept); j++ {
-			if iou(&kept[j].BBox, &d.BBox) >= s.nmsIoU {
+		for j := start; j < len(s.kept); j++ {
+			if iou(&s.kept[j].BBox, &d.BBox) >= s.nmsIoU {
 				dup = true
 				break
 			}
@@ -396,9 +406,9 @@ func (s *Summarizer) observeLocked(pose robot.Pose2D, in []robot.Detection, at t
 			st.suppressed++
 			continue
 		}
-		kept = append(kept, d)
+		s.kept = append(s.kept, *d)
 	}
-	s.dets = kept
+	s.dets, s.kept = s.kept, s.dets
 	// Place every detection in the room.
 	s.ests = s.ests[:0]
 	n := 0
@@ -426,19 +436,25 @@ func rangeSlack(maxRange float64) float64 { return 0.2 + 0.05*maxRange }
 // matched tracks and starts new ones for the rest.
 func (s *Summarizer) associate(at time.Time) {
 	s.pairs = s.pairs[:0]
-	for _, t := range s.tracks {
-		t.matched = false
-	}
+	// Tracks sorted by label, so each detection is compared only with
+	// tracks of its own label (the detections are label-sorted by NMS).
+	s.byLabel = append(s.byLabel[:0], s.tracks...)
+	slices.SortFunc(s.byLabel, func(a, b *track) int { return strings.Compare(a.label, b.label) })
+	lo, hi := 0, 0 // s.byLabel[lo:hi] has the current detection's label
 	for i := range s.dets {
+		label := s.dets[i].Label
+		if i == 0 || label != s.dets[i-1].Label {
+			lo, _ = slices.BinarySearchFunc(s.byLabel, label, func(t *track, l string) int { return strings.Compare(t.label, l) })
+			for hi = lo; hi < len(s.byLabel) && s.byLabel[hi].label == label; hi++ {
+				s.byLabel[hi].matched = false
+			}
+		}
 		e := &s.ests[i]
 		gate := s.matchR + 0.05*e.rng + e.size/2
-		for _, t := range s.tracks {
-			if t.label != s.dets[i].Label {
-				continue
-			}
+		for _, t := range s.byLabel[lo:hi] {
 			dx, dy, dz := t.room.X-e.room.X, t.room.Y-e.room.Y, t.room.Z-e.room.Z
-			if d := math.Sqrt(dx*dx + dy*dy + dz*dz); d <= gate {
-				s.pairs = append(s.pairs, pair{det: i, tr: t, d: d})
+			if d2 := dx*dx + dy*dy + dz*dz; d2 <= gate*gate {
+				s.pairs = append(s.pairs, pair{det: i, tr: t, d: math.Sqrt(d2)})
 			}
 		}
 	}

@@ -525,3 +525,81 @@ func TestRun_StopsWithContext(t *testing.T) {
 	close(ch)
 	s.Run(context.Background(), ch) // a closed channel ends Run too
 }
+
+func TestParseQuery(t *testing.T) {
+	cases := []struct {
+		name  string
+		args  map[string]any
+		want  Query
+		field string
+	}{
+		{"empty", nil, Query{}, ""},
+		{"all fields", map[string]any{"label": "cup", "max_objects": 5.0, "min_confidence": 0.4}, Query{Label: "cup", MaxObjects: 5, MinConfidence: 0.4}, ""},
+		{"fractional budget", map[string]any{"max_objects": 2.5}, Query{}, "max_objects"},
+		{"label not a string", map[string]any{"label": 3.0}, Query{}, "label"},
+		{"confidence as a string", map[string]any{"min_confidence": "high"}, Query{}, "min_confidence"},
+		{"unknown argument", map[string]any{"colour": "red"}, Query{}, "colour"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := ParseQuery(tc.args)
+			if tc.field == "" {
+				require.NoError(t, err)
+				require.Equal(t, tc.want, q)
+				return
+			}
+			te := toolerr.As(err)
+			require.Equal(t, toolerr.InvalidParams, te.Type)
+			require.Equal(t, tc.field, te.Details["field"])
+		})
+	}
+}
+
+func TestBoxGeometry_CutBoxes(t *testing.T) {
+	s, _ := newTestSummarizer(t)
+	cam := s.cam // 640x480, fx = fy = 525
+	cases := []struct {
+		name           string
+		box            [4]float64
+		uc, vc, sizePx float64
+	}{
+		{"whole box: centre and larger side", [4]float64{100, 200, 140, 260}, 120, 230, 60},
+		{"cut by the right edge: width from height", [4]float64{600, 200, 640, 260}, 630, 230, 60},
+		{"cut by the left edge", [4]float64{0, 200, 20, 260}, -10, 230, 60},
+		{"cut by the bottom edge: height from width", [4]float64{100, 440, 160, 480}, 130, 470, 60},
+		{"cut on both axes: nothing to recover", [4]float64{0, 0, 30, 20}, 15, 10, 30},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			uc, vc, k := cam.boxGeometry(&tc.box)
+			require.InDelta(t, tc.uc, uc, 1e-9)
+			require.InDelta(t, tc.vc, vc, 1e-9)
+			require.InDelta(t, tc.sizePx/525, k, 1e-9)
+		})
+	}
+}
+
+func TestLocate_DepthNoPlaneAgreesWith(t *testing.T) {
+	s, clk := newTestSummarizer(t)
+	ph := newPinhole(*s.cfgCamera())
+	// Given a false positive: a box on the floor 2.5 m ahead, with a random depth of 5.5 m
+	d, ok := ph.detect(home, robot.Vec3{X: 2.5, Y: 0, Z: 0.05}, 0.1, "bowl", 0.2, true)
+	require.True(t, ok)
+	d.Depth = 5.5
+	// And a box high in the image (a shelf the config does not know) with a plausible depth
+	high, ok := ph.detect(home, robot.Vec3{X: 3, Y: 0.5, Z: 1.0}, 0.2, "vase", 0.9, true)
+	require.True(t, ok)
+	s.Observe(home, []robot.Detection{d, high}, clk.Now())
+	sc, err := s.Describe(context.Background(), Query{})
+	require.NoError(t, err)
+	// Then the false positive is not placed under the floor, but on it, and flagged uncertain
+	bowl := findObject(t, sc, "bowl-1")
+	require.Greater(t, bowl.Position.Room.Z, 0.0)
+	require.Equal(t, Floor, bowl.Surface)
+	require.True(t, bowl.Uncertain)
+	// And the vase keeps its depth position, on no known surface
+	vase := findObject(t, sc, "vase-1")
+	require.Less(t, dist3(vase.Position.Room, robot.Vec3{X: 3, Y: 0.5, Z: 1.0}), 0.02)
+	require.Equal(t, "", vase.Surface)
+	require.Contains(t, sc.Text, "vase-1: vase at 1.00 m height, not on a known surface")
+}
