@@ -64,13 +64,19 @@ func TestErrorTypes_EveryTypeThroughHTTP(t *testing.T) {
 			}},
 		{name: "approval denied carries the task's error", want: toolerr.ApprovalDenied,
 			setup: taskEnds(fsm.Denied, toolerr.New(toolerr.ApprovalDenied, "operator ann denied: the table is being cleaned")),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50}) }},
+			run: func(h *harness) testEnvelope {
+				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
+			}},
 		{name: "approval expired without a runner error", want: toolerr.ApprovalExpired,
 			setup: taskEnds(fsm.Expired, nil),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50}) }},
+			run: func(h *harness) testEnvelope {
+				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
+			}},
 		{name: "safety violation comes from the supervisor", want: toolerr.SafetyViolation,
 			setup: submitFails(toolerr.New(toolerr.SafetyViolation, "target (4.0, -4.0) is in the keep-out region stairs").With("limit", "keep_out")),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", args(map[string]any{"x": 4.0, "y": -4.0})) }},
+			run: func(h *harness) testEnvelope {
+				return h.call("move_base_to", args(map[string]any{"x": 4.0, "y": -4.0}))
+			}},
 		{name: "estop comes from the supervisor", want: toolerr.EStopActive,
 			setup: submitFails(toolerr.New(toolerr.EStopActive, "the e-stop is latched")),
 			run:   func(h *harness) testEnvelope { return h.call("release", nil) }},
@@ -79,10 +85,14 @@ func TestErrorTypes_EveryTypeThroughHTTP(t *testing.T) {
 			run:   func(h *harness) testEnvelope { return h.call("move_base_to", moveOK) }},
 		{name: "timeout is a task that timed out", want: toolerr.Timeout,
 			setup: taskEnds(fsm.Recovered, toolerr.New(toolerr.Timeout, "the base did not reach (1, 2) in 8 s; it was stopped and the arm stowed")),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50}) }},
+			run: func(h *harness) testEnvelope {
+				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
+			}},
 		{name: "action failed is a task that failed", want: toolerr.ActionFailed,
 			setup: taskEnds(fsm.Failed, toolerr.New(toolerr.ActionFailed, "the gripper closed on nothing")),
-			run:   func(h *harness) testEnvelope { return h.call("grasp", map[string]any{"arguments": map[string]any{"object_id": "red_cup"}, "wait_ms": 50}) }},
+			run: func(h *harness) testEnvelope {
+				return h.call("grasp", map[string]any{"arguments": map[string]any{"object_id": "red_cup"}, "wait_ms": 50})
+			}},
 		{name: "unavailable when the robot state cannot be read", want: toolerr.Unavailable,
 			setup: func(h *harness) {
 				h.robot.LatestFn = func(context.Context) (robot.State, error) { return robot.State{}, errors.New("link down") }

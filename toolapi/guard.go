@@ -104,15 +104,17 @@ func (g *guard) admit(key string, now time.Time) *toolerr.Error {
 // outcome records how a call of tool with argsHash ended and returns the
 // LOOP_DETECTED error that replaces err when the same non-retryable error
 // has now happened loopN times in a row.
-func (g *guard) outcome(key, tool, argsHash string, err *toolerr.Error, now time.Time) *toolerr.Error {
-	fk := tool + "\x00" + argsHash
+func (g *guard) outcome(key, tool string, argsHash func() string, err *toolerr.Error, now time.Time) *toolerr.Error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.get(key, now)
 	if err == nil || err.Retryable() || err.Type == toolerr.LoopDetected {
-		delete(s.fails, fk)
+		if len(s.fails) > 0 {
+			delete(s.fails, tool+"\x00"+argsHash())
+		}
 		return nil
 	}
+	fk := tool + "\x00" + argsHash()
 	f := s.fails[fk]
 	if f.typ != err.Type || now.Sub(f.last) > g.loopWin {
 		f = failRec{typ: err.Type}
@@ -129,4 +131,3 @@ func (g *guard) outcome(key, tool, argsHash string, err *toolerr.Error, now time
 			" times in a row (" + string(err.Type) + ": " + err.Message + ")"}
 	return le.With("tool", tool).With("count", f.count).With("repeated_error", ErrorBodyOf(err))
 }
-

@@ -44,6 +44,7 @@ func (s *Server) routes() {
 	s.Mount("POST /v1/tool_calls", http.HandlerFunc(s.handleToolCalls), RoleAgent)
 	s.Mount("GET /v1/tasks/{id}", http.HandlerFunc(s.handleGetTask), RoleAgent)
 	s.Mount("POST /v1/tasks/{id}/cancel", http.HandlerFunc(s.handleCancelTask), RoleAgent)
+	s.Mount("/mcp", s.mcpHandler(), RoleAgent)
 	// Anything else under /v1/ still needs a token, so an unauthenticated
 	// caller cannot even learn which routes exist.
 	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +227,22 @@ func fieldError(field string, received any, allowed string) *toolerr.Error {
 // readBody reads at most the configured body size; a larger body is a
 // 413 with an envelope-shaped error.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes))
+	body := http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes)
+	var data []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= s.conf.MaxBodyBytes {
+		// The common case: a declared, small body is read in one go.
+		data = make([]byte, n)
+		_, err = io.ReadFull(body, data)
+		if err == nil {
+			var one [1]byte
+			if m, _ := body.Read(one[:]); m > 0 {
+				err = errors.New("body longer than its Content-Length")
+			}
+		}
+	} else {
+		data, err = io.ReadAll(body)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -18,9 +18,10 @@ import (
 // with UNAVAILABLE and a retry_after, instead of piling up. Actions never
 // go through a reader: the bridge never retries an action.
 type reader struct {
-	what string
-	cb   circuitbreaker.CircuitBreaker[any]
-	exec failsafe.Executor[any]
+	what         string
+	cb           circuitbreaker.CircuitBreaker[any]
+	exec         failsafe.Executor[any]
+	firstBackoff time.Duration
 }
 
 // transient reports whether a failed read may succeed if repeated: plain
@@ -46,21 +47,56 @@ func newReader(what string, c Conf) *reader {
 	rp := retrypolicy.NewBuilder[any]().
 		HandleIf(transient).
 		AbortOnErrors(circuitbreaker.ErrOpen, context.Canceled, context.DeadlineExceeded).
-		WithMaxAttempts(c.ReadAttempts).
+		WithMaxAttempts(max(1, c.ReadAttempts-1)). // the fast path made the first attempt
+
 		WithBackoff(c.ReadBackoff, c.ReadMaxBackoff).
 		WithJitterFactor(0.25).
 		ReturnLastFailure().
 		Build()
-	return &reader{what: what, cb: cb, exec: failsafe.With[any](rp, cb)}
+	return &reader{what: what, cb: cb, exec: failsafe.With[any](rp, cb), firstBackoff: c.ReadBackoff}
 }
 
 // do runs fn with retries behind the breaker and turns what fails into a
 // *toolerr.Error.
 func (r *reader) do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+	// Fast path: with the breaker closed, a read that succeeds at once
+	// needs no executor; it is recorded so the breaker sees it.
+	if r.cb.IsClosed() {
+		v, err := fn(ctx)
+		if err == nil {
+			r.cb.RecordSuccess()
+			return v, nil
+		}
+		if !transient(v, err) {
+			return nil, r.toErr(err)
+		}
+		// A transient failure: count it and go through the full policy
+		// (backoff, jitter, breaker) for the retries.
+		r.cb.RecordFailure()
+		if !sleepCtx(ctx, r.firstBackoff) {
+			return nil, r.toErr(ctx.Err())
+		}
+	}
 	v, err := r.exec.WithContext(ctx).Get(func() (any, error) { return fn(ctx) })
 	if err == nil {
 		return v, nil
 	}
+	return nil, r.toErr(err)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// toErr turns a failed read into a *toolerr.Error.
+func (r *reader) toErr(err error) error {
 	if errors.Is(err, circuitbreaker.ErrOpen) {
 		wait := r.cb.RemainingDelay()
 		if wait <= 0 {
@@ -68,16 +104,16 @@ func (r *reader) do(ctx context.Context, fn func(ctx context.Context) (any, erro
 		}
 		te := &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: wait, Err: err,
 			Message: r.what + " kept failing, so reads are paused for a moment (circuit breaker open)"}
-		return nil, te.With("breaker", "open")
+		return te.With("breaker", "open")
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+		return &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
 			Message: r.what + " did not answer in time"}
 	}
 	var te *toolerr.Error
 	if errors.As(err, &te) {
-		return nil, te
+		return te
 	}
-	return nil, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+	return &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
 		Message: r.what + " is not reachable right now"}
 }

@@ -137,7 +137,15 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	if args == nil {
 		args = map[string]any{}
 	}
-	hash := safety.ArgsHash(req.Tool, args)
+	// The canonical hash is only needed for idempotency, the loop guard
+	// and logs of failures; compute it once, on demand.
+	var hash string
+	argsHash := func() string {
+		if hash == "" {
+			hash = safety.ArgsHash(req.Tool, args)
+		}
+		return hash
+	}
 	tool, known := s.reg.Lookup(req.Tool)
 
 	var out outcome
@@ -162,13 +170,13 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 			} else if tool.Kind == KindState {
 				out = s.runState(ctx, tool, args)
 			} else {
-				out = s.runAction(ctx, p, tool, args, hash, req)
+				out = s.runAction(ctx, p, tool, args, argsHash, req)
 			}
 		}
 		// The loop guard sees every executed call's outcome; a
 		// RATE_LIMITED call was not executed and does not count.
 		if !known || tool.Name != ToolStop {
-			if le := s.guard.outcome(sessKey, req.Tool, hash, out.err, s.conf.Clock.Now()); le != nil {
+			if le := s.guard.outcome(sessKey, req.Tool, argsHash, out.err, s.conf.Clock.Now()); le != nil {
 				out.err = le
 			}
 		}
@@ -196,7 +204,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		lvl = slog.LevelDebug
 	}
 	if s.log.Enabled(ctx, lvl) {
-		attrs := []any{"tool", req.Tool, "principal", p.Name, "session", req.SessionID, "args_hash", hash[:16],
+		attrs := []any{"tool", req.Tool, "principal", p.Name, "session", req.SessionID, "args_hash", argsHash()[:16],
 			"ok", env.OK, "duration", d}
 		if env.Error != nil {
 			attrs = append(attrs, "error_type", env.Error.Type)
@@ -391,7 +399,7 @@ func (s *Server) listNamedPoses() outcome {
 	return outcome{data: data, text: text}
 }
 
-func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[string]any, hash string, req CallRequest) outcome {
+func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[string]any, argsHash func() string, req CallRequest) outcome {
 	switch t.Name {
 	case ToolStop:
 		reason, _ := args["reason"].(string)
@@ -426,7 +434,7 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		err error
 	)
 	if req.IdempotencyKey != "" {
-		v, err = s.submitOnce(ctx, p, r, hash, req.IdempotencyKey)
+		v, err = s.submitOnce(ctx, p, r, argsHash(), req.IdempotencyKey)
 	} else {
 		v, err = s.conf.Tasks.Submit(ctx, r)
 	}
