@@ -19,6 +19,15 @@
 // error naming the detection and the field, so bad input never reaches the
 // tracker.
 //
+// Accuracy is checked against the bundled simulator's ground truth over 200
+// seeded random scenes (groundtruth_test.go): with the simulator's noisy
+// depth, every object in view is placed within 0.10 m + 2 % of its range
+// (p95 error ≈ 4.5 cm), on the right surface, with the right side word
+// outside the ahead dead band; false positives are flagged uncertain and
+// nothing out of view is described as seen. Without depth the same holds
+// except for floor objects seen over a table top, which one 2D box cannot
+// tell from smaller objects on the table.
+//
 // Frames: the robot frame has its origin on the floor below the base
 // centre, x forward, y left, z up; the room frame is the hw-config's, z up
 // from the floor. Angles are radians unless a name says _deg.

@@ -277,7 +277,9 @@ func (s *Summarizer) Run(ctx context.Context, states <-chan robot.State) {
 // snapshot carries a camera frame not seen before (told apart by the
 // detections' stamps, since a transport repeats the latest frame in every
 // state), feeds it to the tracker with the pose the robot had when the
-// image was taken.
+// image was taken. Detections without stamps cannot be told apart, so each
+// state counts as a new frame: harmless for positions, but the objects
+// stay "seen now" for as long as the transport repeats them.
 func (s *Summarizer) Update(st robot.State) {
 	now := s.clock.Now()
 	if !finitePose(st.Base) {

@@ -603,3 +603,36 @@ func TestLocate_DepthNoPlaneAgreesWith(t *testing.T) {
 	require.Equal(t, "", vase.Surface)
 	require.Contains(t, sc.Text, "vase-1: vase at 1.00 m height, not on a known surface")
 }
+
+func TestConcurrentUseIsSafe(t *testing.T) {
+	// Given a state stream, describe_scene calls and grasp lookups at once
+	s, clk := newTestSummarizer(t)
+	ph := newPinhole(*s.cfgCamera())
+	d, _ := ph.detect(home, cupOnTable, 0.1, "cup", 0.9, true)
+	start := clk.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			at := start.Add(time.Duration(i) * 20 * time.Millisecond)
+			dd := d
+			dd.Stamp = at.Add(-time.Duration(i%10) * 20 * time.Millisecond)
+			s.Update(robot.State{Stamp: at, Base: home, Detections: []robot.Detection{dd}})
+		}
+	}()
+	ctx := context.Background()
+	for range 200 {
+		sc, err := s.Describe(ctx, Query{})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(sc.Objects), 1)
+		if _, err := s.Lookup(ctx, "cup-1"); err != nil {
+			requireNotFound(t, err, "cup-1")
+		}
+	}
+	<-done
+	// Then, run under -race, nothing races, and the cup kept one id
+	sc, err := s.Describe(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, sc.Objects, 1)
+	require.Equal(t, "cup-1", sc.Objects[0].ID)
+}
