@@ -385,7 +385,17 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			before = beforeStart
 		}
 		for {
-			err := s.send(ctx, auth, step.Command, before)
+			// A robot that does not accept a goal within the state timeout
+			// is treated as failed: monitoring pauses while Send waits.
+			// (clockwork's fake-clock context blocks in Err, so the timeout
+			// is an AfterFunc on the supervisor's clock.)
+			sctx, cancel := context.WithCancelCause(ctx)
+			tm := s.clock.AfterFunc(s.set.stateTimeout, func() { cancel(errAcceptTimeout) })
+			r.idle(farFuture) // waiting on the robot, not on our own tick
+			err := s.send(sctx, auth, step.Command, before)
+			r.busy()
+			tm.Stop()
+			cancel(nil)
 			if err == nil {
 				break
 			}
@@ -469,6 +479,12 @@ const (
 	RestAngular       = 0.02 // rad/s
 	RestJointVelocity = 0.02 // rad/s
 )
+
+// errAcceptTimeout cancels a Send the robot did not accept in time.
+var errAcceptTimeout = errors.New("the robot did not accept the goal within the state timeout")
+
+// farFuture marks a loop that waits on something other than its tick.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // stallEpsilon is the least decrease of Remaining that counts as progress.
 const stallEpsilon = 0.002
