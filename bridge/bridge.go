@@ -340,7 +340,7 @@ func (r robotSource) LinkUp() bool { return r.d.LinkUp() }
 type sceneSource struct{ p *perception.Summarizer }
 
 func (s sceneSource) Describe(ctx context.Context, q toolapi.SceneQuery) (string, any, error) {
-	scene, err := s.p.Describe(ctx, perception.Query{Label: q.Query, MaxObjects: q.MaxObjects})
+	scene, err := s.p.Describe(ctx, perception.Query{Label: q.Label, MaxObjects: q.MaxObjects, MinConfidence: q.MinConfidence})
 	if err != nil {
 		return "", nil, err
 	}

@@ -47,12 +47,14 @@ type RobotState interface {
 
 // SceneQuery is the arguments of describe_scene.
 type SceneQuery struct {
-	// Query narrows the description to what the agent looks for
-	// ("red cup"); empty describes everything.
-	Query string `json:"query,omitempty"`
+	// Label keeps only objects of this label ("cup"); empty describes
+	// everything.
+	Label string `json:"label,omitempty"`
 	// MaxObjects caps how many objects are described; 0 is the
 	// perception default.
 	MaxObjects int `json:"max_objects,omitempty"`
+	// MinConfidence hides objects detected with lower confidence, 0..1.
+	MinConfidence float64 `json:"min_confidence,omitempty"`
 }
 
 // Scene is the perception summarizer as the tool API sees it.

@@ -263,11 +263,14 @@ func (b builder) describeScene() *Tool {
 	return stateTool(ToolDescribeScene,
 		"Describe what the robot's camera sees now: objects with their ids (pass an id to grasp), labels, positions in the room frame "+
 			"in metres and how sure perception is. Use it before grasp to get an object_id, and after an action to check its effect. "+
-			"Optional: query narrows the answer to what you look for, max_objects caps the list (1 to 50). "+
-			`Examples: {} or {"query": "red cup", "max_objects": 3}. Read-only.`,
+			"The text says which surface each object is on, whether it is left, right or ahead, its distance in metres and whether the arm can reach it. "+
+			"Optional filters: label keeps one kind of object (e.g. \"cup\"), max_objects caps the list (1 to 50), "+
+			"min_confidence (0 to 1) hides uncertain detections. When more objects exist than fit, the text says so; narrow with label. "+
+			`Examples: {} or {"label": "cup", "max_objects": 3}. Read-only.`,
 		object(map[string]any{
-			"query":       map[string]any{"type": "string", "maxLength": 200, "description": "what to look for, in words, e.g. \"red cup\""},
-			"max_objects": map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "description": "most objects to describe"},
+			"label":          map[string]any{"type": "string", "minLength": 1, "maxLength": 64, "description": "only objects of this label, e.g. \"cup\""},
+			"max_objects":    map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "description": "most objects to describe"},
+			"min_confidence": map[string]any{"type": "number", "minimum": 0, "maximum": 1, "description": "hide objects detected with lower confidence"},
 		}))
 }
 

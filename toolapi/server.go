@@ -290,9 +290,12 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 			text: "The robot is " + st.Summary() + ".", state: &st}
 	case ToolDescribeScene:
 		q := SceneQuery{}
-		q.Query, _ = args["query"].(string)
+		q.Label, _ = args["label"].(string)
 		if n, ok := args["max_objects"].(float64); ok {
 			q.MaxObjects = int(n)
+		}
+		if c, ok := args["min_confidence"].(float64); ok {
+			q.MinConfidence = c
 		}
 		type scene struct {
 			text string
