@@ -656,14 +656,21 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 	if err := s.store.SaveApproval(ctx, rec); err != nil {
 		return Approval{}, fmt.Errorf("approval: record the approval: %w", err)
 	}
+	// Snapshot before the grants become visible: once the decision is
+	// delivered the task may bind them under mu at any moment.
+	onceSnap := once.snapshot(now)
+	var scopedSnap Grant
+	if scoped != nil {
+		scopedSnap = scoped.snapshot(now)
+	}
 	s.insertGrant(once)
 	if scoped != nil {
 		s.insertGrant(scoped)
 	}
 	s.finishLocked(&rec, w, actions.Decision{Approved: true, By: by, GrantID: onceID, Reason: opts.Reason}, EventApprovalApproved)
-	s.publish(Event{Type: EventGrantCreated, Time: now, Grant: ptr(once.snapshot(now))})
+	s.publish(Event{Type: EventGrantCreated, Time: now, Grant: &onceSnap})
 	if scoped != nil {
-		s.publish(Event{Type: EventGrantCreated, Time: now, Grant: ptr(scoped.snapshot(now))})
+		s.publish(Event{Type: EventGrantCreated, Time: now, Grant: &scopedSnap})
 	}
 	s.log.Info("approval approved", "approval_id", a.ID, "task_id", a.TaskID, "tool", a.Tool, "by", by,
 		"grant_id", onceID, "scoped_grant_id", rec.ScopedGrantID)

@@ -353,11 +353,15 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 		}
 		return fail(te)
 	}
-	out := outcome{data: taskData(v), task: taskRef(v), text: taskText(v)}
+	// Reading a task succeeded even when the task itself failed: the
+	// envelope is ok, data.error carries the task's failure and the text
+	// says it first. Counting it as a failed call would make an agent that
+	// polls a failed task look like one stuck in a loop.
+	text := taskText(v)
 	if te := taskError(v); te != nil {
-		out.err = te
+		text = fmt.Sprintf("Task %s (%s) ended %s with %s: %s Suggestion: %s", v.ID, v.Tool, v.Status, te.Type, te.Message, te.SuggestionText())
 	}
-	return out
+	return outcome{data: taskData(v), task: taskRef(v), text: text}
 }
 
 func taskText(v actions.TaskView) string {
