@@ -517,11 +517,16 @@ func (s *Summarizer) updateTrack(t *track, d *robot.Detection, e *estimate, at t
 }
 
 // pruneLocked forgets tracks unseen for longer than forget_after and, over
-// the cap, the longest unseen.
+// the cap, the longest unseen. A tentative track — one low-confidence
+// detection never confirmed by a second — is forgotten once it is stale:
+// it was almost certainly a false positive, and listing such blips for
+// minutes buries the real objects in the text a model reads.
 func (s *Summarizer) pruneLocked(now time.Time) {
 	n := 0
 	for _, t := range s.tracks {
-		if now.Sub(t.lastSeen) > s.forget {
+		unseen := now.Sub(t.lastSeen)
+		tentative := t.hits < 2 && t.conf < s.minConf
+		if unseen > s.forget || (tentative && unseen > s.staleAfter) {
 			delete(s.byID, t.id)
 			continue
 		}

@@ -636,3 +636,35 @@ func TestConcurrentUseIsSafe(t *testing.T) {
 	require.Len(t, sc.Objects, 1)
 	require.Equal(t, "cup-1", sc.Objects[0].ID)
 }
+
+// TestTentativeTrack_ForgottenOnceStale is the regression test for scene
+// texts that listed minutes-old single-frame false positives ahead of
+// nothing useful: a low-confidence blip never confirmed by a second
+// detection is dropped once it goes stale, while a confirmed uncertain
+// object is remembered as stale.
+func TestTentativeTrack_ForgottenOnceStale(t *testing.T) {
+	s, clk := newTestSummarizer(t)
+	ph := newPinhole(*s.cfgCamera())
+	ctx := context.Background()
+	// Given a one-frame 0.3-confidence "bottle" and a 0.3-confidence "box"
+	// seen in two frames
+	ghost, _ := ph.detect(home, robot.Vec3{X: 2.5, Y: -0.5, Z: 0.1}, 0.2, "bottle", 0.3, true)
+	box, _ := ph.detect(home, robot.Vec3{X: 2.0, Y: 0.3, Z: 0.1}, 0.2, "box", 0.3, true)
+	s.Observe(home, []robot.Detection{ghost, box}, clk.Now())
+	clk.Advance(200 * time.Millisecond)
+	box.Stamp = clk.Now()
+	s.Observe(home, []robot.Detection{box}, clk.Now())
+	sc, err := s.Describe(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, sc.Objects, 2, "both are reported while fresh")
+
+	// When both go unseen for longer than stale_after
+	clk.Advance(6 * time.Second)
+	s.Observe(home, nil, clk.Now())
+	sc, err = s.Describe(ctx, Query{})
+	require.NoError(t, err)
+	// Then the unconfirmed blip is gone and the confirmed box is stale
+	require.Len(t, sc.Objects, 1, "text: %s", sc.Text)
+	require.Equal(t, "box", sc.Objects[0].Label)
+	require.True(t, sc.Objects[0].Stale)
+}
