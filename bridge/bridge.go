@@ -19,6 +19,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/events"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/perception"
 	"github.com/robot-bridge/robot-bridge/robot"
@@ -26,7 +27,6 @@ import (
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 	"github.com/robot-bridge/robot-bridge/toolerr"
-	"github.com/robot-bridge/robot-bridge/transport/inproc"
 )
 
 // Conf configures a Bridge.
@@ -75,6 +75,7 @@ type Bridge struct {
 	runner     *actions.Runner
 	api        *toolapi.Server
 	handler    http.Handler
+	bus        *events.Bus
 
 	mu      sync.Mutex
 	ln      net.Listener
@@ -110,7 +111,7 @@ func New(conf Conf) (*Bridge, error) {
 		conf.Clock = clockwork.NewRealClock()
 	}
 	cfg := conf.Config
-	b := &Bridge{conf: conf, log: conf.Logger.With("component", "bridge"), clock: conf.Clock}
+	b := &Bridge{conf: conf, log: conf.Logger.With("component", "bridge"), clock: conf.Clock, bus: events.New(1024)}
 
 	tokens, created, err := toolapi.LoadOrCreateTokens(conf.DataDir, conf.Env)
 	if err != nil {
@@ -124,16 +125,8 @@ func New(conf Conf) (*Bridge, error) {
 	b.reg = prometheus.NewRegistry()
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	switch cfg.Transport.Kind {
-	case hwconfig.TransportSim:
-		s, err := sim.New(cfg, sim.WithEpoch(conf.Clock.Now()))
-		if err != nil {
-			return nil, fmt.Errorf("bridge: simulator: %w", err)
-		}
-		b.sim = s
-		b.drv = inproc.New(s, inproc.Conf{Clock: conf.Clock, Logger: conf.Logger})
-	default:
-		return nil, fmt.Errorf("bridge: transport.kind %q is not supported by this build yet (allowed: sim)", cfg.Transport.Kind)
+	if b.drv, err = b.newDriver(cfg); err != nil {
+		return nil, err
 	}
 
 	b.perception, err = perception.New(perception.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger})
@@ -144,13 +137,15 @@ func New(conf Conf) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
 	}
-	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger})
+	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
+		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)) })})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: supervisor: %w", err)
 	}
 	b.runner, err = actions.NewRunner(actions.RunnerConf{
 		Config: cfg, Supervisor: b.sup, Approver: b.approvals, Objects: b.perception,
 		Clock: conf.Clock, Logger: conf.Logger,
+		Observer: actions.ObserverFunc(func(v actions.TaskView) { b.bus.Publish(events.TypeTask, v.UpdatedAt, v) }),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: runner: %w", err)
@@ -225,6 +220,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 		defer unsubscribe()
 		b.perception.Run(runCtx, states)
 	}()
+	b.forwardEvents(runCtx)
 	ln, err := net.Listen("tcp", b.conf.Listen)
 	if err != nil {
 		cancel()
@@ -303,6 +299,90 @@ func (b *Bridge) ready(context.Context) error {
 	}
 	return nil
 }
+
+// forwardEvents publishes approval events and robot state (at most
+// stateEventHz) on the bus until ctx ends.
+func (b *Bridge) forwardEvents(ctx context.Context) {
+	aev, stopA := b.approvals.Subscribe()
+	b.bg.Add(2)
+	go func() {
+		defer b.bg.Done()
+		defer stopA()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-aev:
+				if !ok {
+					// Dropped for falling behind: subscribe again.
+					aev, stopA = b.approvals.Subscribe()
+					continue
+				}
+				b.bus.Publish(events.TypeApproval, e.Time, e)
+			}
+		}
+	}()
+	states, stopS := b.drv.Subscribe()
+	go func() {
+		defer b.bg.Done()
+		defer stopS()
+		var last time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case st, ok := <-states:
+				if !ok {
+					return
+				}
+				now := b.clock.Now()
+				if now.Sub(last) < time.Second/stateEventHz {
+					continue
+				}
+				last = now
+				b.bus.Publish(events.TypeState, now, stateEvent{State: st, Summary: st.Summary(), LinkUp: b.drv.LinkUp()})
+			}
+		}
+	}()
+}
+
+// stateEventHz caps robot state events on the bus: enough for a live map,
+// little enough for a tablet on Wi-Fi.
+const stateEventHz = 10
+
+// stateEvent is the payload of a state event.
+type stateEvent struct {
+	State   robot.State `json:"state"`
+	Summary string      `json:"summary"`
+	LinkUp  bool        `json:"link_up"`
+}
+
+// safetyEventData is the JSON form of a safety event (its error as text).
+func safetyEventData(e safety.Event) map[string]any {
+	m := map[string]any{"kind": e.Kind, "at": e.At, "text": e.String()}
+	if e.TaskID != "" {
+		m["task_id"] = e.TaskID
+	}
+	if e.By != "" {
+		m["by"] = e.By
+	}
+	if e.Reason != "" {
+		m["reason"] = e.Reason
+	}
+	if e.Monitor != "" {
+		m["monitor"] = e.Monitor
+	}
+	if e.Latency > 0 {
+		m["latency_ms"] = float64(e.Latency.Microseconds()) / 1000
+	}
+	if e.Err != nil {
+		m["error"] = e.Err.Error()
+	}
+	return m
+}
+
+// Events returns the event bus (console SSE, audit, metrics).
+func (b *Bridge) Events() *events.Bus { return b.bus }
 
 // Tokens returns the API tokens (for tests and the console).
 func (b *Bridge) Tokens() toolapi.Tokens { return b.tokens }

@@ -1,16 +1,58 @@
 package main
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/toolapi"
 )
 
+// toolsCmd prints the tools a hw-config yields, as GET /v1/tools would
+// list them (or as an OpenAI tools array with --format openai).
 func toolsCmd(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "robot-bridge tools: not wired yet")
-	return 1
-}
-
-func simCmd(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "robot-bridge sim: not wired yet")
-	return 1
+	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", defaultConfig, "hw-config file")
+	format := fs.String("format", "bridge", "bridge (as GET /v1/tools) or openai (the OpenAI tools array)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *format != "bridge" && *format != "openai" {
+		fmt.Fprintf(stderr, "robot-bridge tools: --format %q: allowed: bridge, openai\n", *format)
+		return 2
+	}
+	cfg, err := hwconfig.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	reg, err := toolapi.NewRegistry(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "robot-bridge tools:", err)
+		return 1
+	}
+	var out any
+	if *format == "openai" {
+		list := []toolapi.OpenAITool{}
+		for _, t := range reg.Tools() {
+			list = append(list, t.OpenAI())
+		}
+		out = list
+	} else {
+		list := []toolapi.ToolInfo{}
+		for _, t := range reg.Tools() {
+			list = append(list, t.Info())
+		}
+		out = map[string]any{"tools": list}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(stderr, "robot-bridge tools:", err)
+		return 1
+	}
+	return 0
 }

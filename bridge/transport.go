@@ -1,0 +1,24 @@
+package bridge
+
+import (
+	"fmt"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/transport/inproc"
+)
+
+// newDriver builds the transport the config names. Only the supervisor
+// receives the driver it returns.
+func (b *Bridge) newDriver(cfg *hwconfig.Config) (driver, error) {
+	switch cfg.Transport.Kind {
+	case hwconfig.TransportSim:
+		s, err := sim.New(cfg, sim.WithEpoch(b.clock.Now()))
+		if err != nil {
+			return nil, fmt.Errorf("bridge: simulator: %w", err)
+		}
+		b.sim = s
+		return inproc.New(s, inproc.Conf{Clock: b.clock, Logger: b.conf.Logger}), nil
+	}
+	return nil, fmt.Errorf("bridge: transport.kind %q is not supported by this build yet (allowed: sim)", cfg.Transport.Kind)
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/sim"
+)
+
+// simCmd runs the bundled simulator as its own process: in real time, with
+// its command watchdog, and its fault-injection and ground-truth HTTP API
+// under /v1/sim/. With --transport none it serves only that API; robot
+// transports (ROS, MQTT) attach the simulator to a network like a real
+// robot.
+func simCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", defaultConfig, "hw-config file (its sim section describes the world)")
+	transport := fs.String("transport", "none", "how the bridge reaches the simulated robot: none")
+	listen := fs.String("listen", "127.0.0.1:8090", "address of the simulator's fault-injection and truth API")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		return 2
+	}
+	if *transport != "none" {
+		fmt.Fprintf(stderr, "robot-bridge sim: --transport %q: allowed: none\n", *transport)
+		return 2
+	}
+	cfg, err := hwconfig.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	clk := clockwork.NewRealClock()
+	s, err := sim.New(cfg, sim.WithEpoch(clk.Now()))
+	if err != nil {
+		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		return 1
+	}
+	srv := &http.Server{Handler: sim.NewHTTPHandler(s, logger), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("sim http server stopped", "err", err)
+		}
+	}()
+	ctx, cancel := signalContext()
+	defer cancel()
+	fmt.Fprintf(stdout, "robot-bridge sim %s: fault injection and truth at http://%s/v1/sim/\n", cfg.Robot.ID, ln.Addr())
+	s.Run(ctx, clk, func(robot.State) {})
+	shutdownCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer c2()
+	_ = srv.Shutdown(shutdownCtx)
+	s.Stop()
+	return 0
+}
