@@ -14,14 +14,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/sim"
 )
+
+// harnessFactory boots a bridge with a config edit; scenarios take one so
+// they run unchanged over every transport (in-process here; ROS and MQTT
+// variants live beside their transports' tests).
+type harnessFactory func(t *testing.T, edit func(*hwconfig.Config)) *harness
 
 // harness is one bridge booted in-process on a free loopback port with a
 // temporary data dir, driving the bundled simulator, spoken to over real
 // HTTP.
 type harness struct {
-	t        *testing.T
-	b        *Bridge
+	t *testing.T
+	b *Bridge
+	// sim is the simulated robot wherever it runs: in-process behind the
+	// inproc driver, or as a ROS/MQTT node the bridge reaches over the
+	// wire. Scenarios inject faults into it and read its ground truth.
+	sim      *sim.Sim
 	base     string
 	agent    string
 	operator string
@@ -66,7 +76,7 @@ func startHarness(t *testing.T, edit func(*hwconfig.Config)) *harness {
 		defer cancel()
 		require.NoError(t, b.Stop(ctx))
 	})
-	h := &harness{t: t, b: b, base: "http://" + b.Addr(),
+	h := &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
 		agent: "agent-token-for-tests-0123456789", operator: "operator-token-for-tests-0123456789",
 		client: &http.Client{Timeout: 90 * time.Second}}
 	h.waitReady()

@@ -40,8 +40,10 @@ func motionCommands(s *sim.Sim) int {
 	return n
 }
 
-func TestE2E_ErrorTypes(t *testing.T) {
-	h := startHarness(t, func(c *hwconfig.Config) {
+func TestE2E_ErrorTypes(t *testing.T) { scenarioErrorTypes(t, startHarness) }
+
+func scenarioErrorTypes(t *testing.T, start harnessFactory) {
+	h := start(t, func(c *hwconfig.Config) {
 		c.Safety.StallTimeout = hwconfig.Duration(800 * time.Millisecond)
 		c.Safety.ApprovalTTL = hwconfig.Duration(time.Second)
 	})
@@ -85,7 +87,7 @@ func TestE2E_ErrorTypes(t *testing.T) {
 		h.call("cancel_task", args(map[string]any{"task_id": id}))
 	})
 	t.Run("APPROVAL_PENDING after wait_ms without a decision, then APPROVAL_EXPIRED", func(t *testing.T) {
-		before := motionCommands(h.b.Sim())
+		before := motionCommands(h.sim)
 		env := h.call("move_arm_to", args(map[string]any{"pose": "ready"}, "wait_ms", 100))
 		requireError(t, env, "APPROVAL_PENDING", true)
 		id := taskID(t, env)
@@ -93,7 +95,7 @@ func TestE2E_ErrorTypes(t *testing.T) {
 		data := taskData(done)
 		require.Equal(t, "expired", data["status"])
 		require.Equal(t, "APPROVAL_EXPIRED", data["error"].(map[string]any)["type"])
-		require.Equal(t, before, motionCommands(h.b.Sim()), "an expired request moves nothing")
+		require.Equal(t, before, motionCommands(h.sim), "an expired request moves nothing")
 	})
 	t.Run("APPROVAL_DENIED carries the operator's reason verbatim", func(t *testing.T) {
 		env := h.call("move_arm_to", args(map[string]any{"pose": "ready"}))
@@ -115,7 +117,7 @@ func TestE2E_ErrorTypes(t *testing.T) {
 		h.call("cancel_task", args(map[string]any{"task_id": id}))
 	})
 	t.Run("ACTION_FAILED when a joint sticks, with recovery", func(t *testing.T) {
-		_, err := h.b.Sim().Inject(sim.Fault{Kind: sim.FaultJointStuck, Joint: "shoulder_pitch", Duration: 2 * time.Second})
+		_, err := h.sim.Inject(sim.Fault{Kind: sim.FaultJointStuck, Joint: "shoulder_pitch", Duration: 2 * time.Second})
 		require.NoError(t, err)
 		env := h.call("move_arm_to", args(map[string]any{"pose": "reach_table"}))
 		id := taskID(t, env)
@@ -130,7 +132,7 @@ func TestE2E_ErrorTypes(t *testing.T) {
 	t.Run("TIMEOUT when the robot cannot finish in time", func(t *testing.T) {
 		// A slow drag: the base only moves 5 % of the time, so progress
 		// never stalls completely but the deadline passes.
-		_, err := h.b.Sim().Inject(sim.Fault{Kind: sim.FaultMotorStall, Probability: 0.9, Duration: 30 * time.Second})
+		_, err := h.sim.Inject(sim.Fault{Kind: sim.FaultMotorStall, Probability: 0.9, Duration: 30 * time.Second})
 		require.NoError(t, err)
 		env := h.call("move_base_to", args(map[string]any{"x": 0.6, "y": 0}))
 		id := taskID(t, env)
@@ -139,7 +141,7 @@ func TestE2E_ErrorTypes(t *testing.T) {
 		e := data["error"].(map[string]any)
 		require.Contains(t, []any{"TIMEOUT", "ACTION_FAILED"}, e["type"], "task: %v", data)
 		require.Contains(t, e["message"], "stop")
-		h.b.Sim().ClearFaults()
+		h.sim.ClearFaults()
 		clearFaultIfLatched(t, h)
 	})
 	t.Run("ESTOP_ACTIVE while latched", func(t *testing.T) {
@@ -150,10 +152,10 @@ func TestE2E_ErrorTypes(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%v", body)
 	})
 	t.Run("UNAVAILABLE when the robot link is down", func(t *testing.T) {
-		fid, err := h.b.Sim().Inject(sim.Fault{Kind: sim.FaultLinkDown})
+		fid, err := h.sim.Inject(sim.Fault{Kind: sim.FaultLinkDown})
 		require.NoError(t, err)
 		requireError(t, h.call("move_arm_to", args(map[string]any{"pose": "ready"})), "UNAVAILABLE", true)
-		require.NoError(t, h.b.Sim().ClearFault(fid))
+		require.NoError(t, h.sim.ClearFault(fid))
 		h.waitReady()
 	})
 	t.Run("LOOP_DETECTED on the third identical failure", func(t *testing.T) {
@@ -193,9 +195,11 @@ func clearFaultIfLatched(t *testing.T, h *harness) {
 	}
 }
 
-func TestE2E_IdempotencyKeyMovesOnce(t *testing.T) {
-	h := startHarness(t, nil)
-	s := h.b.Sim()
+func TestE2E_IdempotencyKeyMovesOnce(t *testing.T) { scenarioIdempotencyKeyMovesOnce(t, startHarness) }
+
+func scenarioIdempotencyKeyMovesOnce(t *testing.T, start harnessFactory) {
+	h := start(t, nil)
+	s := h.sim
 	before := motionCommands(s)
 	body := args(map[string]any{"x": 0.5, "y": 0}, "idempotency_key", "once-only", "session_id", "idem")
 
@@ -226,8 +230,10 @@ func TestE2E_IdempotencyKeyMovesOnce(t *testing.T) {
 	require.InDelta(t, 0.5, s.Truth().Base.X, 0.06)
 }
 
-func TestE2E_ToolCallsRepairsModelOutput(t *testing.T) {
-	h := startHarness(t, nil)
+func TestE2E_ToolCallsRepairsModelOutput(t *testing.T) { scenarioToolCalls(t, startHarness) }
+
+func scenarioToolCalls(t *testing.T, start harnessFactory) {
+	h := start(t, nil)
 	msg := map[string]any{
 		"role": "assistant",
 		"tool_calls": []any{
