@@ -391,9 +391,7 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			// is an AfterFunc on the supervisor's clock.)
 			sctx, cancel := context.WithCancelCause(ctx)
 			tm := s.clock.AfterFunc(s.set.stateTimeout, func() { cancel(errAcceptTimeout) })
-			r.idle(farFuture) // waiting on the robot, not on our own tick
 			err := s.send(sctx, auth, step.Command, before)
-			r.busy()
 			tm.Stop()
 			cancel(nil)
 			if err == nil {
@@ -482,9 +480,6 @@ const (
 
 // errAcceptTimeout cancels a Send the robot did not accept in time.
 var errAcceptTimeout = errors.New("the robot did not accept the goal within the state timeout")
-
-// farFuture marks a loop that waits on something other than its tick.
-var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // stallEpsilon is the least decrease of Remaining that counts as progress.
 const stallEpsilon = 0.002

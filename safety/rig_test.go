@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,11 +34,16 @@ type failingDriver struct {
 	// failSend, when set, makes Send fail for the commands it returns an
 	// error for.
 	failSend func(robot.Command) error
+	// inSend counts Sends in flight, so the rig does not advance the
+	// clock under a command still being handed over.
+	inSend atomic.Int32
 }
 
 var _ safety.Driver = (*failingDriver)(nil)
 
 func (d *failingDriver) Send(ctx context.Context, cmd robot.Command) error {
+	d.inSend.Add(1)
+	defer d.inSend.Add(-1)
 	d.mu.Lock()
 	f := d.failSend
 	d.mu.Unlock()
@@ -212,8 +218,29 @@ func (r *rig) step() {
 		return c.StatesDropped > dropped || st.Stamp.Equal(r.sim.Now())
 	}, "simulator did not step")
 	r.syncState()
+	r.settle()
+}
+
+// settle waits until the supervised motion has processed every tick due
+// now and no command is being handed over, unless a delay_ack fault may
+// hold it on the clock (then only advancing time lets it finish).
+func (r *rig) settle() {
 	now := r.fc.Now()
-	waitUntil(r.t, func() bool { return safety.SettledAt(r.sup, now) }, "supervisor did not settle")
+	waitUntil(r.t, func() bool {
+		if r.drv.inSend.Load() > 0 {
+			return r.delayAckActive()
+		}
+		return safety.SettledAt(r.sup, now)
+	}, "supervisor did not settle")
+}
+
+func (r *rig) delayAckActive() bool {
+	for _, f := range r.sim.Faults() {
+		if f.Fault.Kind == sim.FaultDelayAck && f.State == sim.FaultActive {
+			return true
+		}
+	}
+	return false
 }
 
 // stepFor steps d of sim time.
