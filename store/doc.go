@@ -1,0 +1,37 @@
+// Package store is robot-bridge's durable memory (DESIGN.md §4, invariant
+// 8): one SQLite file in the data dir, opened through the pure-Go driver
+// modernc.org/sqlite in WAL mode with synchronous=FULL, so a record is on
+// the disk when its write returns and a crash of the bridge — kill -9
+// included — loses nothing that was acknowledged.
+//
+// It holds tasks and every lifecycle transition, approval requests and
+// decisions, grants, safety events (e-stop, faults, monitor trips, stops),
+// the e-stop and fault latches, idempotency keys and the audit trail
+// (who, what, when, why, with JSON details). The schema is versioned:
+// forward-only migrations, each in its own transaction, recorded in
+// schema_migrations.
+//
+// Writes come in two speeds. Records that authorize or imply a motion —
+// transitions (actions.Recorder), approvals and grants (approval.Store),
+// idempotency keys (toolapi.IdempotencyStore) — are written synchronously,
+// before the command they imply leaves the bridge. Safety events and task
+// progress are fed through a bounded queue to one writer goroutine that
+// commits them in batches: the stop path only ever enqueues, never waits on
+// the disk, and a full queue is counted and logged, never blocking. The
+// e-stop and fault latches are the one kind of queued record a caller
+// waits for, for at most Conf.LatchWait and only after the stop has been
+// sent, so an acknowledged e-stop survives a crash.
+//
+// A data dir remembers that it had a store: a marker file written next to
+// the database the first time it is created. A missing database with a
+// marker, or a database that fails SQLite's quick_check, is a clear error
+// at Open, never a silent empty start that would forget a latched fault.
+//
+// On start the bridge calls Recover before its API opens: every task found
+// live becomes interrupted (the transition and an audit record written),
+// pending approvals expire, grants from before the restart are revoked,
+// half-done idempotency reservations are settled, and the restart itself is
+// audited. Audit reads the trail with filters and an opaque paging cursor;
+// NewAuditHandler serves it as GET /v1/audit and GET /v1/audit/export
+// (JSON lines).
+package store

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/toolapi"
+)
+
+// idemSweepEvery is how many reservations pass between sweeps of expired
+// keys.
+const idemSweepEvery = 256
+
+// Reserve implements toolapi.IdempotencyStore: in one transaction it
+// returns the live record of key, or replaces an expired one and inserts a
+// pending reservation. Keys survive restarts; a reservation whose task was
+// created is reported done with its task id, so a retry after a crash
+// finds the task (and never submits it again).
+func (s *Store) Reserve(ctx context.Context, key, tool, argsHash string) (toolapi.IdemRecord, bool, error) {
+	now := s.clock.Now()
+	var (
+		rec      toolapi.IdemRecord
+		reserved bool
+	)
+	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
+		if s.idemSeen.Add(1)%idemSweepEvery == 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at < ?`, ns(now.Add(-s.conf.IdempotencyTTL))); err != nil {
+				return err
+			}
+		}
+		r, ok, err := lookupIdem(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if ok && s.live(r, now) {
+			rec = r
+			return nil
+		}
+		if ok {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE key=?`, key); err != nil {
+				return err
+			}
+		}
+		rec = toolapi.IdemRecord{Key: key, Tool: tool, ArgsHash: argsHash, State: toolapi.IdemPending, CreatedAt: now}
+		reserved = true
+		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency(key, tool, args_hash, state, created_at) VALUES(?, ?, ?, ?, ?)`,
+			key, tool, argsHash, string(toolapi.IdemPending), ns(now))
+		return err
+	})
+	if err != nil {
+		return toolapi.IdemRecord{}, false, fmt.Errorf("store: reserve idempotency key: %w", err)
+	}
+	return rec, reserved, nil
+}
+
+func (s *Store) live(r toolapi.IdemRecord, now time.Time) bool {
+	return now.Sub(r.CreatedAt) < s.conf.IdempotencyTTL
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func lookupIdem(ctx context.Context, q queryRower, key string) (toolapi.IdemRecord, bool, error) {
+	var (
+		r         toolapi.IdemRecord
+		state     string
+		taskID    sql.NullString
+		errJSON   sql.NullString
+		createdAt int64
+	)
+	err := q.QueryRowContext(ctx, `SELECT key, tool, args_hash, state, task_id, error, created_at FROM idempotency WHERE key=?`, key).
+		Scan(&r.Key, &r.Tool, &r.ArgsHash, &state, &taskID, &errJSON, &createdAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	r.State, r.TaskID, r.CreatedAt = toolapi.IdemState(state), taskID.String, fromNS(createdAt)
+	if errJSON.Valid {
+		var eb toolapi.ErrorBody
+		if err := json.Unmarshal([]byte(errJSON.String), &eb); err == nil {
+			r.Error = &eb
+		}
+	}
+	if r.State == toolapi.IdemPending && r.TaskID != "" {
+		// The task exists (its first transition named this key): the
+		// request's outcome is that task.
+		r.State = toolapi.IdemDone
+	}
+	return r, true, nil
+}
+
+// Complete implements toolapi.IdempotencyStore.
+func (s *Store) Complete(ctx context.Context, key, taskID string, errBody *toolapi.ErrorBody) error {
+	var errJSON any
+	if errBody != nil {
+		errJSON = mustJSON(errBody)
+	}
+	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE idempotency SET state=?, task_id=COALESCE(?, task_id), error=? WHERE key=?`,
+			string(toolapi.IdemDone), nullStr(taskID), errJSON, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: complete idempotency key: %w", err)
+	}
+	return nil
+}
+
+// Release implements toolapi.IdempotencyStore: a pending reservation that
+// created no task is forgotten.
+func (s *Store) Release(ctx context.Context, key string) error {
+	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE key=? AND state=? AND task_id IS NULL`, key, string(toolapi.IdemPending))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: release idempotency key: %w", err)
+	}
+	return nil
+}
+
+// Lookup implements toolapi.IdempotencyStore.
+func (s *Store) Lookup(ctx context.Context, key string) (toolapi.IdemRecord, bool, error) {
+	r, ok, err := lookupIdem(ctx, s.r, key)
+	if err != nil {
+		return toolapi.IdemRecord{}, false, fmt.Errorf("store: idempotency lookup: %w", err)
+	}
+	if !ok || !s.live(r, s.clock.Now()) {
+		return toolapi.IdemRecord{}, false, nil
+	}
+	return r, true, nil
+}

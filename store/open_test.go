@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/safety"
+)
+
+func TestOpen_FreshThenReopen(t *testing.T) {
+	dir := t.TempDir()
+	// Given an empty data dir
+	s, _ := openTest(t, dir)
+	info := s.Info()
+	// Then the first open creates the database and its marker
+	require.True(t, info.Fresh)
+	require.False(t, info.CleanShutdown)
+	require.Equal(t, []int{1, 2}, info.Migrated)
+	require.Equal(t, 2, info.SchemaVersion)
+	require.FileExists(t, filepath.Join(dir, DefaultFile+MarkerSuffix))
+	require.NoError(t, s.Close())
+
+	// When it is opened again after a clean close
+	s2, _ := openTest(t, dir)
+	info2 := s2.Info()
+	// Then it is the same store, not fresh, and knows the shutdown was clean
+	require.False(t, info2.Fresh)
+	require.True(t, info2.CleanShutdown)
+	require.Empty(t, info2.Migrated)
+	require.Equal(t, info.StoreID, info2.StoreID)
+}
+
+func TestOpen_CrashIsNotACleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	// Given a store that was never closed (the process died)
+	s, _ := openTest(t, dir)
+	crash(s)
+	// When it is opened again
+	s2, _ := openTest(t, dir)
+	// Then the previous run is known to have crashed
+	require.False(t, s2.Info().CleanShutdown)
+	require.False(t, s2.Info().Fresh)
+}
+
+// crash stops a store's goroutine and connections without the clean
+// shutdown mark, like a kill -9 would (SQLite's files stay as they are).
+func crash(s *Store) {
+	s.closeMu.Lock()
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.quit)
+	<-s.done
+	_ = s.r.Close()
+	_ = s.w.Close()
+}
+
+func TestOpen_RefusesMissingCorruptOrForeignDatabases(t *testing.T) {
+	tests := []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		want    error
+		wantMsg string
+	}{
+		{"database deleted, marker kept", func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, DefaultFile)))
+		}, ErrMissing, "is missing"},
+		{"database emptied", func(t *testing.T, dir string) {
+			require.NoError(t, os.Truncate(filepath.Join(dir, DefaultFile), 0))
+		}, ErrCorrupt, "empty"},
+		{"header overwritten", func(t *testing.T, dir string) {
+			overwrite(t, filepath.Join(dir, DefaultFile), 0, []byte("definitely not sqlite"))
+		}, ErrCorrupt, "bad header"},
+		{"pages overwritten", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, DefaultFile)
+			fi, err := os.Stat(p)
+			require.NoError(t, err)
+			junk := make([]byte, fi.Size()-4096)
+			for i := range junk {
+				junk[i] = byte(i*7 + 3)
+			}
+			overwrite(t, p, 4096, junk)
+		}, ErrCorrupt, ""},
+		{"database from another data dir", func(t *testing.T, dir string) {
+			other := t.TempDir()
+			s, _ := openTest(t, other)
+			require.NoError(t, s.Close())
+			b, err := os.ReadFile(filepath.Join(other, DefaultFile))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, DefaultFile), b, 0o600))
+		}, ErrForeign, "marker names store"},
+		{"marker garbled", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, DefaultFile+MarkerSuffix), []byte("{oops"), 0o600))
+		}, ErrCorrupt, "marker"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a store with a latched e-stop, closed cleanly
+			dir := t.TempDir()
+			s, _ := openTest(t, dir)
+			s.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, At: t0, By: "op", Reason: "test"})
+			require.NoError(t, s.Close())
+			// When its files are damaged and it is opened again
+			tc.damage(t, dir)
+			_, err := Open(context.Background(), Conf{Dir: dir, Logger: quietLogger()})
+			// Then Open refuses with a clear error instead of starting empty
+			require.Error(t, err)
+			require.ErrorIs(t, err, tc.want)
+			var oe *OpenError
+			require.True(t, errors.As(err, &oe), "%T %v", err, err)
+			require.Contains(t, err.Error(), tc.wantMsg)
+			require.NotEmpty(t, oe.Remedy)
+		})
+	}
+}
+
+func overwrite(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+func TestOpen_MissingDatabaseWithoutMarkerStartsFresh(t *testing.T) {
+	// Given a data dir whose database and marker were both removed on
+	// purpose
+	dir := t.TempDir()
+	s, _ := openTest(t, dir)
+	id := s.Info().StoreID
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, DefaultFile)))
+	require.NoError(t, os.Remove(filepath.Join(dir, DefaultFile+MarkerSuffix)))
+	// When it is opened
+	s2, _ := openTest(t, dir)
+	// Then a new store starts
+	require.True(t, s2.Info().Fresh)
+	require.NotEqual(t, id, s2.Info().StoreID)
+}
+
+func TestOpen_SchemaNewerThanBuildIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTest(t, dir)
+	require.NoError(t, s.Close())
+	// Given a database a newer build migrated further
+	db, err := sql.Open("sqlite", filepath.Join(dir, DefaultFile))
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES(99, 'future', 0)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	// When this build opens it
+	_, err = Open(context.Background(), Conf{Dir: dir, Logger: quietLogger()})
+	// Then it refuses and says why
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "schema version 99")
+}
+
+func TestOpen_ConfErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		name string
+		conf Conf
+		want string
+	}{
+		{"no dir", Conf{}, "Conf.Dir"},
+		{"path as file", Conf{Dir: t.TempDir(), File: "../x.db"}, "Conf.File"},
+		{"negative queue", Conf{Dir: t.TempDir(), QueueSize: -1}, "Conf.QueueSize"},
+		{"negative latch wait", Conf{Dir: t.TempDir(), LatchWait: -1}, "Conf.LatchWait"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(context.Background(), tc.conf)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestMigrate_V1DatabaseMigratesAndKeepsItsData(t *testing.T) {
+	// Given a database created by a build that knew only migration 1, with
+	// a task in it
+	dir := t.TempDir()
+	path := filepath.Join(dir, DefaultFile)
+	db, err := sql.Open("sqlite", dsn(path, DefaultBusyTimeout, "FULL", false))
+	require.NoError(t, err)
+	applied, v, err := migrateTo(context.Background(), db, t0, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, applied)
+	require.Equal(t, 1, v)
+	_, err = db.Exec(`INSERT INTO tasks(id, tool, arguments, status, created_at, updated_at) VALUES('task-old', 'move_base_to', '{}', 'executing', 1, 1)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO meta(key, value) VALUES('store_id', 'abc'), ('running', '1')`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	// When this build opens it
+	s, _ := openTest(t, dir)
+
+	// Then migration 2 ran, in order, and the old data is still there
+	require.Equal(t, []int{2}, s.Info().Migrated)
+	require.Equal(t, 2, s.Info().SchemaVersion)
+	require.Equal(t, "abc", s.Info().StoreID)
+	v1, err := s.Task(context.Background(), "task-old")
+	require.NoError(t, err)
+	require.Equal(t, fsm.Executing, v1.Status)
+	var n int
+	require.NoError(t, s.r.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
+	require.Equal(t, 2, n)
+	// And the new table works
+	e, f, err := s.Latches(context.Background())
+	require.NoError(t, err)
+	require.False(t, e.Active)
+	require.False(t, f.Latched)
+}
+
+func TestMigrate_FailedMigrationChangesNothing(t *testing.T) {
+	// Given a v1 database whose latches table already exists (so
+	// migration 2 fails half-way)
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, DefaultFile), DefaultBusyTimeout, "FULL", false))
+	require.NoError(t, err)
+	_, _, err = migrateTo(context.Background(), db, t0, 1)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE INDEX audit_type ON audit(type)`)
+	require.NoError(t, err)
+	// When the migration runs
+	_, v, err := migrate(context.Background(), db, t0)
+	// Then it fails, and its transaction left no trace
+	require.Error(t, err)
+	require.Equal(t, 1, v)
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name='latches'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NoError(t, db.Close())
+}
+
+func TestStore_PragmasAreDurable(t *testing.T) {
+	s, _ := openTest(t, t.TempDir())
+	var mode string
+	var sync int
+	require.NoError(t, s.w.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
+	require.NoError(t, s.w.QueryRow(`PRAGMA synchronous`).Scan(&sync))
+	require.Equal(t, "wal", mode)
+	require.Equal(t, 2, sync, "synchronous=FULL")
+	require.NoError(t, s.Healthy(context.Background()))
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Healthy(context.Background()), ErrClosed)
+}

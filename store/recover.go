@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// RecoverInput is what the bridge did before Recover, for the record.
+type RecoverInput struct {
+	// By names who recovers (it defaults to "bridge").
+	By string
+	// StopSent is true when the stop command sent before Recover was
+	// accepted by the robot link; StopErr says why not otherwise.
+	StopSent bool
+	StopErr  error
+	// Details (optional) are added to the restart's audit record.
+	Details map[string]any
+}
+
+// InterruptedTask is a task Recover found live.
+type InterruptedTask struct {
+	ID   string    `json:"id"`
+	Tool string    `json:"tool"`
+	From fsm.State `json:"from"`
+}
+
+// RecoveryReport says what Recover changed.
+type RecoveryReport struct {
+	Fresh         bool              `json:"fresh"`
+	CleanShutdown bool              `json:"clean_shutdown"`
+	Interrupted   []InterruptedTask `json:"interrupted,omitempty"`
+	// ExpiredApprovals were pending when the previous run ended.
+	ExpiredApprovals []string `json:"expired_approvals,omitempty"`
+	// EndedGrants were active when the previous run ended; grants do not
+	// survive a restart (an operator grants again if still wanted).
+	EndedGrants []string `json:"ended_grants,omitempty"`
+	// SettledKeys are idempotency reservations whose task was created;
+	// ReleasedKeys had created nothing and were forgotten.
+	SettledKeys  int                `json:"settled_keys,omitempty"`
+	ReleasedKeys int                `json:"released_keys,omitempty"`
+	EStop        safety.EStopStatus `json:"estop"`
+	Fault        safety.FaultStatus `json:"fault"`
+	// AuditSeq is the restart's audit record.
+	AuditSeq int64 `json:"audit_seq"`
+}
+
+// Recover settles what the previous run left behind, in one transaction,
+// before the API opens: every live task becomes interrupted (a transition
+// and an audit record each), pending approvals expire, active grants end,
+// idempotency reservations are settled, and the start or restart is
+// audited with the latches found. The caller sends the stop first and
+// restores the latches (Latches) into the supervisor.
+func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, error) {
+	if in.By == "" {
+		in.By = "bridge"
+	}
+	now := s.clock.Now()
+	rep := RecoveryReport{Fresh: s.info.Fresh, CleanShutdown: s.info.CleanShutdown}
+	var err error
+	if rep.EStop, rep.Fault, err = s.Latches(ctx); err != nil {
+		return rep, err
+	}
+	err = s.tx(ctx, "recover", func(tx *sql.Tx) error {
+		rep.Interrupted, rep.ExpiredApprovals, rep.EndedGrants, rep.SettledKeys, rep.ReleasedKeys = nil, nil, nil, 0, 0
+		if err := s.interruptTasks(ctx, tx, in, now, &rep); err != nil {
+			return fmt.Errorf("interrupt tasks: %w", err)
+		}
+		if err := s.expireApprovals(ctx, tx, now, &rep); err != nil {
+			return fmt.Errorf("expire approvals: %w", err)
+		}
+		if err := s.endGrants(ctx, tx, now, &rep); err != nil {
+			return fmt.Errorf("end grants: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE idempotency SET state=? WHERE state=? AND task_id IS NOT NULL`,
+			string(toolapi.IdemDone), string(toolapi.IdemPending))
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		rep.SettledKeys = int(n)
+		if res, err = tx.ExecContext(ctx, `DELETE FROM idempotency WHERE state=? AND task_id IS NULL`, string(toolapi.IdemPending)); err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		rep.ReleasedKeys = int(n)
+		typ, summary := AuditBridgeRestart, "bridge restarted"
+		switch {
+		case s.info.Fresh:
+			typ, summary = AuditBridgeStart, "bridge started with a new store"
+		case s.info.CleanShutdown:
+			summary += " after a clean shutdown"
+		default:
+			summary += " after a crash (the previous run did not shut down)"
+		}
+		if len(rep.Interrupted) > 0 {
+			summary += fmt.Sprintf("; %d task(s) interrupted", len(rep.Interrupted))
+		}
+		if rep.EStop.Active {
+			summary += "; e-stop latch restored"
+		}
+		if rep.Fault.Latched {
+			summary += "; fault latch restored"
+		}
+		details := map[string]any{"report": rep, "stop_sent": in.StopSent, "store": s.info}
+		if in.StopErr != nil {
+			details["stop_error"] = in.StopErr.Error()
+		}
+		for k, v := range in.Details {
+			details[k] = v
+		}
+		seq, err := insertAudit(ctx, tx, AuditRecord{At: now, Type: typ, Actor: in.By, Summary: summary}, details)
+		rep.AuditSeq = seq
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("store: recover: %w", err)
+	}
+	if len(rep.Interrupted) > 0 || len(rep.ExpiredApprovals) > 0 || rep.EStop.Active || rep.Fault.Latched {
+		s.log.Warn("restart recovery", "interrupted", len(rep.Interrupted), "expired_approvals", len(rep.ExpiredApprovals),
+			"ended_grants", len(rep.EndedGrants), "estop", rep.EStop.Active, "fault", rep.Fault.Latched, "clean_shutdown", rep.CleanShutdown)
+	}
+	return rep, nil
+}
+
+func liveStates() []any {
+	var out []any
+	for _, st := range fsm.AllStates() {
+		if !st.Terminal() {
+			out = append(out, string(st))
+		}
+	}
+	return out
+}
+
+func placeholders(n int) string {
+	s := ""
+	for i := range n {
+		if i > 0 {
+			s += ", "
+		}
+		s += "?"
+	}
+	return s
+}
+
+func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput, now time.Time, rep *RecoveryReport) error {
+	live := liveStates()
+	rows, err := tx.QueryContext(ctx, `SELECT id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		id, tool, status string
+		appr, grant      sql.NullString
+	}
+	var found []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.tool, &r.status, &r.appr, &r.grant); err != nil {
+			rows.Close()
+			return err
+		}
+		found = append(found, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range found {
+		from := fsm.State(r.status)
+		if _, ok := fsm.Next(from, fsm.EvInterrupt); !ok {
+			return fmt.Errorf("task %s is %s, which interrupt cannot leave", r.id, from)
+		}
+		what := "nothing had moved"
+		if from.Motion() {
+			what = "the robot was commanded to stop before the bridge accepted calls again"
+		}
+		reason := "the bridge restarted"
+		if !s.info.CleanShutdown {
+			reason += " after a crash"
+		}
+		te := toolerr.New(toolerr.ActionFailed, "the bridge restarted while %s was %s; the task was interrupted and %s", r.tool, from, what).
+			With("task_id", r.id).With("status", string(fsm.Interrupted)).With("was", string(from))
+		te.Suggestion = "check get_robot_state to see where the robot is now, then ask the user before calling " + r.tool +
+			" again (with a new idempotency key)"
+		tr := actions.TransitionRecord{TaskID: r.id, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
+			By: in.By, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String}
+		if err := insertTransition(ctx, tx, tr, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status=?, text=?, error=?, updated_at=? WHERE id=?`,
+			string(fsm.Interrupted), te.Message, mustJSON(errorRecordOf(te)), ns(now), r.id); err != nil {
+			return err
+		}
+		if _, err := insertAudit(ctx, tx, AuditRecord{At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, TaskID: r.id,
+			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.id, r.tool, from, fsm.Interrupted, fsm.EvInterrupt), Reason: reason},
+			map[string]any{"tool": r.tool, "from": string(from), "to": string(fsm.Interrupted), "event": string(fsm.EvInterrupt), "text": te.Message}); err != nil {
+			return err
+		}
+		rep.Interrupted = append(rep.Interrupted, InterruptedTask{ID: r.id, Tool: r.tool, From: from})
+	}
+	return nil
+}
+
+func (s *Store) expireApprovals(ctx context.Context, tx *sql.Tx, now time.Time, rep *RecoveryReport) error {
+	rows, err := tx.QueryContext(ctx, `SELECT data FROM approvals WHERE status=? ORDER BY created_at`, string(approval.StatusPending))
+	if err != nil {
+		return err
+	}
+	var pending []approval.Approval
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			rows.Close()
+			return err
+		}
+		var a approval.Approval
+		if err := json.Unmarshal([]byte(data), &a); err != nil {
+			rows.Close()
+			return err
+		}
+		pending = append(pending, a)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, a := range pending {
+		at := now
+		a.Status, a.DecidedAt, a.DecidedBy = approval.StatusExpired, &at, approval.SystemActor
+		a.Reason = "the bridge restarted before an operator decided; the request expired and nothing moved"
+		if err := s.saveApprovalTx(ctx, tx, a, now, approval.SystemActor); err != nil {
+			return err
+		}
+		rep.ExpiredApprovals = append(rep.ExpiredApprovals, a.ID)
+	}
+	return nil
+}
+
+func (s *Store) endGrants(ctx context.Context, tx *sql.Tx, now time.Time, rep *RecoveryReport) error {
+	rows, err := tx.QueryContext(ctx, `SELECT data FROM grants WHERE status=? ORDER BY created_at`, string(approval.GrantActive))
+	if err != nil {
+		return err
+	}
+	var active []approval.Grant
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			rows.Close()
+			return err
+		}
+		var g approval.Grant
+		if err := json.Unmarshal([]byte(data), &g); err != nil {
+			rows.Close()
+			return err
+		}
+		active = append(active, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, g := range active {
+		reason := "expired"
+		at := g.ExpiresAt
+		if now.Before(g.ExpiresAt) {
+			at = now
+			g.Status, g.RevokedAt, g.RevokedBy = approval.GrantRevoked, &at, approval.SystemActor
+			reason = "the bridge restarted; grants do not survive a restart"
+		} else {
+			g.Status = approval.GrantExpired
+		}
+		if err := saveGrantTx(ctx, tx, g, at, approval.SystemActor, reason); err != nil {
+			return err
+		}
+		rep.EndedGrants = append(rep.EndedGrants, g.ID)
+	}
+	return nil
+}

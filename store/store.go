@@ -1,0 +1,601 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+)
+
+// Defaults of Conf.
+const (
+	// DefaultFile is the database's file name in the data dir.
+	DefaultFile = "robot-bridge.db"
+	// MarkerSuffix names the marker file next to the database
+	// (robot-bridge.db.marker) that remembers a store existed here.
+	MarkerSuffix = ".marker"
+	// DefaultBusyTimeout is how long a write waits for SQLite's lock.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultQueueSize bounds the asynchronous writer's queue.
+	DefaultQueueSize = 4096
+	// DefaultLatchWait bounds how long an e-stop or fault latch event
+	// waits, after its stop was sent, for its record to be committed.
+	DefaultLatchWait = 2 * time.Second
+	// DefaultIdempotencyTTL is how long idempotency keys are kept: the 24
+	// hours the tool API promises.
+	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultBatch is the most queued records one asynchronous commit takes.
+	DefaultBatch = 256
+)
+
+// Sentinel errors callers branch on. Open's failures are *OpenError
+// wrapping ErrCorrupt, ErrMissing or ErrForeign.
+var (
+	// ErrCorrupt: the database file exists but is not a healthy SQLite
+	// database (bad header, quick_check failed, schema newer than this
+	// build). Nothing was changed; an operator must restore or move it.
+	ErrCorrupt = errors.New("store database is corrupt")
+	// ErrMissing: the marker says a database existed in the data dir but
+	// the file is gone. Starting empty would forget latched faults and the
+	// audit trail, so Open refuses.
+	ErrMissing = errors.New("store database is missing")
+	// ErrForeign: the database belongs to another store than the marker
+	// names (a file copied in from elsewhere).
+	ErrForeign = errors.New("store database belongs to another data dir")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrNotFound: no record with that id.
+	ErrNotFound = errors.New("not found")
+)
+
+// OpenError explains why Open refused a database, in words an operator
+// can act on.
+type OpenError struct {
+	Path    string
+	Problem string
+	// Remedy says what the operator can do.
+	Remedy string
+	Err    error
+}
+
+// Error implements error.
+func (e *OpenError) Error() string {
+	s := fmt.Sprintf("store %s: %s", e.Path, e.Problem)
+	if e.Remedy != "" {
+		s += "; " + e.Remedy
+	}
+	return s
+}
+
+// Unwrap returns the sentinel (ErrCorrupt, ErrMissing, ErrForeign).
+func (e *OpenError) Unwrap() error { return e.Err }
+
+// Conf configures a Store.
+type Conf struct {
+	// Dir is the data dir (required). It is created (mode 0700) if missing.
+	Dir string
+	// File (optional) is the database file name inside Dir. It defaults to
+	// DefaultFile.
+	File string
+	// Clock (optional) stamps records the callers did not stamp and drives
+	// idempotency expiry. It defaults to the real clock.
+	Clock clockwork.Clock
+	// Logger (optional). It defaults to slog.Default(); the store adds
+	// component=store.
+	Logger *slog.Logger
+	// BusyTimeout (optional) is how long a write waits for SQLite's lock.
+	// It defaults to 5s.
+	BusyTimeout time.Duration
+	// QueueSize (optional) bounds the asynchronous writer's queue of safety
+	// events and task updates. It defaults to 4096; a full queue drops the
+	// record, counts it (OnDrop) and logs, and never blocks the caller.
+	QueueSize int
+	// LatchWait (optional) bounds how long an e-stop or fault latch event
+	// waits for its record to be committed. It defaults to 2s.
+	LatchWait time.Duration
+	// IdempotencyTTL (optional) is how long idempotency keys live. It
+	// defaults to 24h.
+	IdempotencyTTL time.Duration
+	// Redact (optional) removes schema-marked sensitive arguments before
+	// they are written into audit details. It defaults to keeping them.
+	Redact func(tool string, args map[string]any) map[string]any
+	// OnDrop (optional) is called (without locks held) for every record the
+	// asynchronous writer had to drop because its queue was full; kind is
+	// "safety_event" or "task_update".
+	OnDrop func(kind string)
+	// ObserveWrite (optional) is called after every committed write with
+	// its kind ("transition", "approval", "grant", "idempotency", "batch",
+	// "audit", "recover") and how long it took, for metrics.
+	ObserveWrite func(op string, d time.Duration)
+	// QuickCheck (optional) runs SQLite's PRAGMA quick_check at Open when
+	// true. It defaults to true; a very large store may turn it off at the
+	// price of finding corruption later, on first use.
+	QuickCheck *bool
+
+	// synchronous overrides synchronous=FULL; benchmarks only.
+	synchronous string
+	// beforeBatch runs before every asynchronous commit; tests and
+	// benchmarks use it to simulate a slow disk.
+	beforeBatch func()
+}
+
+// Info describes the database Open found.
+type Info struct {
+	// Path is the database file.
+	Path string `json:"path"`
+	// StoreID identifies this store; the marker file repeats it.
+	StoreID string `json:"store_id"`
+	// Fresh is true when Open created the database (a first start).
+	Fresh bool `json:"fresh"`
+	// CleanShutdown is true when the previous run closed the store; false
+	// after a crash (and for a fresh store).
+	CleanShutdown bool `json:"clean_shutdown"`
+	// SchemaVersion is the version after migrations; Migrated lists the
+	// migrations this Open applied.
+	SchemaVersion int   `json:"schema_version"`
+	Migrated      []int `json:"migrated,omitempty"`
+}
+
+// Store is the SQLite store. It implements actions.Recorder,
+// actions.Observer, approval.Store, safety.Observer and
+// toolapi.IdempotencyStore. All methods are safe for concurrent use.
+type Store struct {
+	conf  Conf
+	log   *slog.Logger
+	clock clockwork.Clock
+	info  Info
+	w     *sql.DB // the one writer connection
+	r     *sql.DB // read-only connections (audit, task lookups)
+
+	q        chan item  // safety events for the writer goroutine
+	viewsMu  sync.Mutex // guards views
+	views    map[string]taskUpdate
+	viewsSig chan struct{} // cap 1: views has entries
+	quit     chan struct{}
+	done     chan struct{}
+
+	closeMu  sync.RWMutex // Close takes it exclusively; enqueuers share it
+	closed   bool         // guarded by closeMu
+	dropped  atomic.Int64
+	lastErr  atomic.Pointer[error]
+	idemSeen atomic.Int64 // reserves since the last expiry sweep
+}
+
+// marker is the content of the marker file.
+type marker struct {
+	StoreID   string    `json:"store_id"`
+	Database  string    `json:"database"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// sqliteHeader is the first 16 bytes of every SQLite 3 database.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// Open opens (creating on a first start) the store in conf.Dir, checks
+// it, applies pending migrations and starts the asynchronous writer.
+func Open(ctx context.Context, conf Conf) (*Store, error) {
+	if strings.TrimSpace(conf.Dir) == "" {
+		return nil, errors.New("store: Conf.Dir is required")
+	}
+	if conf.File == "" {
+		conf.File = DefaultFile
+	}
+	if strings.ContainsAny(conf.File, `/\?#`) {
+		return nil, fmt.Errorf("store: Conf.File %q must be a plain file name", conf.File)
+	}
+	if conf.Clock == nil {
+		conf.Clock = clockwork.NewRealClock()
+	}
+	if conf.Logger == nil {
+		conf.Logger = slog.Default()
+	}
+	if conf.BusyTimeout == 0 {
+		conf.BusyTimeout = DefaultBusyTimeout
+	}
+	if conf.QueueSize == 0 {
+		conf.QueueSize = DefaultQueueSize
+	}
+	if conf.LatchWait == 0 {
+		conf.LatchWait = DefaultLatchWait
+	}
+	if conf.IdempotencyTTL == 0 {
+		conf.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	switch {
+	case conf.BusyTimeout < 0:
+		return nil, fmt.Errorf("store: Conf.BusyTimeout must not be negative, got %s", conf.BusyTimeout)
+	case conf.QueueSize < 0:
+		return nil, fmt.Errorf("store: Conf.QueueSize must not be negative, got %d", conf.QueueSize)
+	case conf.LatchWait < 0:
+		return nil, fmt.Errorf("store: Conf.LatchWait must not be negative, got %s", conf.LatchWait)
+	case conf.IdempotencyTTL < 0:
+		return nil, fmt.Errorf("store: Conf.IdempotencyTTL must not be negative, got %s", conf.IdempotencyTTL)
+	}
+	if conf.synchronous == "" {
+		conf.synchronous = "FULL"
+	}
+	quick := conf.QuickCheck == nil || *conf.QuickCheck
+	if err := os.MkdirAll(conf.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data dir: %w", err)
+	}
+	path := filepath.Join(conf.Dir, conf.File)
+	markerPath := path + MarkerSuffix
+
+	mk, haveMarker, err := readMarker(markerPath)
+	if err != nil {
+		return nil, &OpenError{Path: path, Problem: "its marker file " + markerPath + " is unreadable: " + err.Error(),
+			Remedy: "repair or remove the marker (removing it lets a missing database start empty)", Err: ErrCorrupt}
+	}
+	fi, statErr := os.Stat(path)
+	exists := statErr == nil
+	if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
+		return nil, fmt.Errorf("store: %s: %w", path, statErr)
+	}
+	switch {
+	case !exists && haveMarker:
+		return nil, &OpenError{Path: path, Err: ErrMissing,
+			Problem: fmt.Sprintf("the database is missing, but %s says store %s was created here at %s; starting empty would forget latched faults, approvals and the audit trail",
+				filepath.Base(markerPath), mk.StoreID, mk.CreatedAt.Format(time.RFC3339)),
+			Remedy: "restore the database file (with its -wal file) from a backup, or delete the marker to start a new, empty store on purpose"}
+	case exists && fi.IsDir():
+		return nil, &OpenError{Path: path, Problem: "is a directory", Err: ErrCorrupt}
+	case exists && fi.Size() == 0 && haveMarker:
+		return nil, &OpenError{Path: path, Err: ErrCorrupt,
+			Problem: "the database file is empty, but the marker says store " + mk.StoreID + " lived here",
+			Remedy:  "restore the database from a backup, or delete both files to start a new, empty store on purpose"}
+	case exists && fi.Size() > 0:
+		if err := checkHeader(path); err != nil {
+			return nil, &OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "move the file aside and restore a backup; the bridge will not start on a store it cannot read"}
+		}
+	}
+	fresh := !exists || fi.Size() == 0
+
+	s := &Store{conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock,
+		q: make(chan item, conf.QueueSize), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	s.info.Path = path
+	s.info.Fresh = fresh
+
+	if s.w, err = sql.Open("sqlite", dsn(path, conf.BusyTimeout, conf.synchronous, false)); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	fail := func(err error) (*Store, error) {
+		_ = s.w.Close()
+		if s.r != nil {
+			_ = s.r.Close()
+		}
+		return nil, err
+	}
+	if err := s.w.PingContext(ctx); err != nil {
+		return fail(&OpenError{Path: path, Problem: "SQLite cannot open it: " + err.Error(), Err: ErrCorrupt,
+			Remedy: "move the file aside and restore a backup"})
+	}
+	if quick && !fresh {
+		if err := quickCheck(ctx, s.w); err != nil {
+			return fail(&OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "move the file aside and restore a backup, or try `sqlite3 " + path + " .recover`"})
+		}
+	}
+	applied, version, err := migrate(ctx, s.w, s.clock.Now())
+	if err != nil {
+		if errors.Is(err, errTooNew) {
+			return fail(&OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "run the robot-bridge build that wrote it, or restore a backup"})
+		}
+		return fail(&OpenError{Path: path, Problem: "migration failed: " + err.Error(), Err: ErrCorrupt,
+			Remedy: "nothing was changed by the failed migration; restore a backup or report the error"})
+	}
+	s.info.SchemaVersion, s.info.Migrated = version, applied
+
+	id, clean, err := s.claim(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("store: %s: %w", path, err))
+	}
+	s.info.StoreID, s.info.CleanShutdown = id, clean && !fresh
+	if haveMarker && mk.StoreID != id {
+		return fail(&OpenError{Path: path, Err: ErrForeign,
+			Problem: fmt.Sprintf("the database is store %s, but the marker names store %s", id, mk.StoreID),
+			Remedy:  "put the right database back, or replace the marker on purpose"})
+	}
+	if !haveMarker {
+		if err := writeMarker(markerPath, marker{StoreID: id, Database: conf.File, CreatedAt: s.clock.Now().UTC()}); err != nil {
+			return fail(fmt.Errorf("store: write marker %s: %w", markerPath, err))
+		}
+	}
+	if s.r, err = sql.Open("sqlite", dsn(path, conf.BusyTimeout, conf.synchronous, true)); err != nil {
+		return fail(fmt.Errorf("store: open %s for reading: %w", path, err))
+	}
+	s.r.SetMaxOpenConns(4)
+	go s.writer()
+	s.log.Info("store opened", "path", path, "store_id", id, "fresh", fresh, "clean_shutdown", s.info.CleanShutdown,
+		"schema_version", version, "migrated", applied)
+	return s, nil
+}
+
+func dsn(path string, busy time.Duration, sync string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous("+sync+")")
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return fmt.Errorf("not a SQLite database (file shorter than its header): %v", err)
+	}
+	if !bytes.Equal(buf, sqliteHeader) {
+		return errors.New("not a SQLite database (bad header)")
+	}
+	return nil
+}
+
+func quickCheck(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(5)")
+	if err != nil {
+		return fmt.Errorf("quick_check could not run: %v", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var msg string
+		if err := rows.Scan(&msg); err != nil {
+			return fmt.Errorf("quick_check: %v", err)
+		}
+		if msg != "ok" {
+			problems = append(problems, msg)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("quick_check: %v", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("quick_check found damage: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// claim reads (or creates) the store id and marks the store as running,
+// reporting whether the previous run shut down cleanly.
+func (s *Store) claim(ctx context.Context) (id string, clean bool, err error) {
+	err = s.tx(ctx, "meta", func(tx *sql.Tx) error {
+		var v string
+		switch err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='store_id'`).Scan(&v); {
+		case errors.Is(err, sql.ErrNoRows):
+			v = newID()
+			if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('store_id', ?), ('created_at', ?)`,
+				v, s.clock.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+		id = v
+		var running string
+		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='running'`).Scan(&running)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		clean = running != "1"
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('running', '1')
+			ON CONFLICT(key) DO UPDATE SET value=excluded.value`)
+		return err
+	})
+	return id, clean, err
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func readMarker(path string) (marker, bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return marker{}, false, nil
+	}
+	if err != nil {
+		return marker{}, false, err
+	}
+	var m marker
+	if err := json.Unmarshal(b, &m); err != nil || m.StoreID == "" {
+		return marker{}, false, fmt.Errorf("not a store marker (%d bytes)", len(b))
+	}
+	return m, true, nil
+}
+
+// writeMarker writes the marker atomically and durably: a temporary file,
+// fsync, rename, fsync of the directory.
+func writeMarker(path string, m marker) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Info returns what Open found.
+func (s *Store) Info() Info {
+	i := s.info
+	i.Migrated = append([]int(nil), s.info.Migrated...)
+	return i
+}
+
+// Dropped returns how many queued records were dropped because the
+// asynchronous writer's queue was full.
+func (s *Store) Dropped() int64 { return s.dropped.Load() }
+
+// Healthy reports whether the store can take writes: it is open, its last
+// write did not fail, and SQLite's write lock can be taken (for /readyz).
+func (s *Store) Healthy(ctx context.Context) error {
+	s.closeMu.RLock()
+	closed := s.closed
+	s.closeMu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if p := s.lastErr.Load(); p != nil {
+		return fmt.Errorf("store: last write failed: %w", *p)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: not writable: %w", err)
+	}
+	return tx.Rollback()
+}
+
+// Close drains the asynchronous writer, marks the shutdown clean and
+// closes the database. It is idempotent.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.quit)
+	<-s.done
+	var errs []error
+	if _, err := s.w.Exec(`UPDATE meta SET value='0' WHERE key='running'`); err != nil {
+		errs = append(errs, fmt.Errorf("mark clean shutdown: %w", err))
+	}
+	// A checkpoint folds the WAL into the database file, so a backup of
+	// the .db file alone is complete after a clean shutdown.
+	if _, err := s.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		s.log.Warn("WAL checkpoint on close failed", "err", err)
+	}
+	if err := s.r.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.w.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("store: close: %w", errors.Join(errs...))
+	}
+	s.log.Info("store closed", "path", s.info.Path, "dropped", s.dropped.Load())
+	return nil
+}
+
+// tx runs fn in one write transaction and records its duration and
+// failure.
+func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	start := time.Now()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		s.noteErr(op, err)
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		s.noteErr(op, err)
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		s.noteErr(op, err)
+		return err
+	}
+	s.lastErr.Store(nil)
+	if s.conf.ObserveWrite != nil {
+		s.conf.ObserveWrite(op, time.Since(start))
+	}
+	return nil
+}
+
+func (s *Store) noteErr(op string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	e := fmt.Errorf("%s: %w", op, err)
+	s.lastErr.Store(&e)
+}
+
+// ns is the stored form of a time: Unix nanoseconds, UTC.
+func ns(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNS(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value stored is plain data; a failure is a bug worth
+		// seeing in the record rather than a lost write.
+		b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
+	}
+	return string(b)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
