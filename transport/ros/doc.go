@@ -1,0 +1,42 @@
+// Package ros is the ROS1 transport: a driver (safety.Driver) that reaches
+// a robot through the standard interfaces every ROS robot already has, on
+// github.com/bluenviron/goroslib/v2.
+//
+// State comes in from nav_msgs/Odometry (base pose and velocity),
+// sensor_msgs/JointState (arm joints and the gripper joint),
+// sensor_msgs/BatteryState, vision_msgs/Detection2DArray and a std_msgs/Bool
+// robot e-stop. Commands go out as a move_base_msgs/MoveBase goal, or as
+// geometry_msgs/Twist on cmd_vel with the driver closing the loop on
+// odometry (transport.ros.base_mode), a control_msgs/FollowJointTrajectory
+// goal for the arm and a control_msgs/GripperCommand goal for the gripper.
+// Stop cancels every goal, publishes a zero Twist and sends a trajectory
+// that holds the arm where it is. Every name comes from the hw-config, so a
+// robot is bridged by writing a config, not code.
+//
+// actionlib goal states map onto the driver contract like this: PENDING
+// and ACTIVE mean Send succeeded; REJECTED (and a RECALLED or terminal
+// answer before acceptance) makes Send fail with a *GoalError; a goal the
+// server never acknowledges fails Send when the caller's context ends (the
+// supervisor bounds it by its state timeout). After acceptance, ABORTED,
+// LOST, and a PREEMPTED or RECALLED the bridge did not ask for are reported
+// as robot fault codes in robot.State.Faults ("goal_aborted:<action>",
+// "goal_lost:<action>", "goal_preempted:<action>"), which the supervisor's
+// robot-fault monitor turns into a stop and a failed task; the codes are
+// cleared by the next Stop or the next goal on that action. A server that
+// acknowledged a goal and then fell silent for longer than
+// Conf.ActionStatusTimeout has its goal declared LOST, because goroslib
+// (like actionlib) would otherwise wait forever; a robot node that dies
+// altogether is caught sooner by the supervisor's state-silence watchdog.
+//
+// The link is kept by a monitor goroutine: it probes the ROS master, and
+// when the master restarted (our node is unknown to it) or was unreachable
+// it rebuilds the node and every subscription and publication. LinkUp is
+// false while the master is unreachable or odometry is older than the
+// safety state timeout, so motions fail fast with UNAVAILABLE; the link
+// recovers without restarting the bridge. Refresh publishes a
+// std_msgs/Header heartbeat (Conf.HeartbeatTopic) that a robot's command
+// watchdog can listen to; the bundled simulator node does.
+//
+// goroslib is archived upstream (ROS1 reached end of life), so it stays
+// behind this package: a ROS2 transport can be added beside it.
+package ros

@@ -1,0 +1,402 @@
+package rosaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bluenviron/goroslib/v2"
+	"github.com/bluenviron/goroslib/v2/pkg/msgs/actionlib_msgs"
+	"github.com/bluenviron/goroslib/v2/pkg/msgs/std_msgs"
+)
+
+// GoalMsg is an action goal envelope (FooActionGoal) as a pointer type.
+type GoalMsg[T any] interface {
+	*T
+	GoalID() actionlib_msgs.GoalID
+	SetGoalID(h std_msgs.Header, id actionlib_msgs.GoalID)
+}
+
+// StatusMsg is a result or feedback envelope as a pointer type.
+type StatusMsg[T any] interface {
+	*T
+	GoalStatus() actionlib_msgs.GoalStatus
+	SetStatus(h std_msgs.Header, s actionlib_msgs.GoalStatus)
+}
+
+// ErrClosed means the client or server was closed.
+var ErrClosed = errors.New("action endpoint closed")
+
+// ClientConf configures a Client.
+type ClientConf[AR, AF any] struct {
+	// Node is the goroslib node the client's topics live on. Required.
+	Node *goroslib.Node
+	// Name is the action namespace, e.g. "move_base" or
+	// "arm_controller/follow_joint_trajectory". Required.
+	Name string
+	// OnTerminal (optional) is called once per goal when it reaches a
+	// terminal state (including LOST by Expire), with no lock held.
+	OnTerminal func(g *Goal)
+	// OnResult (optional) receives every result message of a goal this
+	// client tracks, before OnTerminal, with no lock held.
+	OnResult func(g *Goal, res *AR)
+	// OnFeedback (optional) receives every feedback message of a goal this
+	// client tracks, with no lock held.
+	OnFeedback func(g *Goal, fb *AF)
+	// Now (optional) is the clock used for status ages. It defaults to
+	// time.Now.
+	Now func() time.Time
+}
+
+// Client is an actionlib client for one action.
+type Client[AG, AR, AF any, PG GoalMsg[AG], PR StatusMsg[AR], PF StatusMsg[AF]] struct {
+	conf      ClientConf[AR, AF]
+	goalPub   *goroslib.Publisher
+	cancelPub *goroslib.Publisher
+	statusSub *goroslib.Subscriber
+	resultSub *goroslib.Subscriber
+	fbSub     *goroslib.Subscriber
+	seq       atomic.Uint64
+	closed    atomic.Bool
+
+	mu         sync.Mutex
+	goals      map[string]*Goal // guarded by mu
+	lastStatus time.Time        // guarded by mu
+}
+
+// Goal is the client's handle of one goal.
+type Goal struct {
+	// ID is the actionlib goal id.
+	ID string
+	// Action is the action namespace.
+	Action string
+	// Sent is when the goal was published.
+	Sent time.Time
+
+	acked chan struct{}
+	done  chan struct{}
+
+	mu        sync.Mutex
+	state     State  // guarded by mu
+	text      string // guarded by mu
+	seen      bool   // guarded by mu: the server has listed the goal
+	cancelled bool   // guarded by mu: this client asked to cancel it
+	terminal  bool   // guarded by mu
+	lastSeen  time.Time
+}
+
+// State returns the goal's latest known state and the server's text.
+func (g *Goal) State() (State, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state, g.text
+}
+
+// CancelRequested reports whether this client asked to cancel the goal, so a
+// PREEMPTED or RECALLED outcome was expected rather than imposed.
+func (g *Goal) CancelRequested() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cancelled
+}
+
+// Done is closed when the goal reaches a terminal state.
+func (g *Goal) Done() <-chan struct{} { return g.done }
+
+// WaitAck blocks until the server first reports the goal (in any state) and
+// returns that state: PENDING or ACTIVE for an accepted goal, REJECTED,
+// RECALLED or another terminal state otherwise. It returns ctx's error when
+// the server stays silent, which is how a goal the server never answers is
+// told apart from a slow one.
+func (g *Goal) WaitAck(ctx context.Context) (State, string, error) {
+	select {
+	case <-g.acked:
+		s, t := g.State()
+		return s, t, nil
+	case <-ctx.Done():
+		return 0, "", context.Cause(ctx)
+	}
+}
+
+// update applies a reported state; it returns true when the goal became
+// terminal now.
+func (g *Goal) update(s State, text string, now time.Time) (ackedNow, terminalNow bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastSeen = now
+	if g.terminal {
+		return false, false
+	}
+	if !g.seen {
+		g.seen = true
+		ackedNow = true
+	}
+	g.state, g.text = s, text
+	if s.Terminal() {
+		g.terminal = true
+		terminalNow = true
+	}
+	return ackedNow, terminalNow
+}
+
+// NewClient advertises the goal and cancel topics and subscribes to status,
+// feedback and result under conf.Name.
+func NewClient[AG, AR, AF any, PG GoalMsg[AG], PR StatusMsg[AR], PF StatusMsg[AF]](conf ClientConf[AR, AF]) (*Client[AG, AR, AF, PG, PR, PF], error) {
+	if conf.Node == nil {
+		return nil, errors.New("rosaction: ClientConf.Node is required")
+	}
+	if conf.Name == "" {
+		return nil, errors.New("rosaction: ClientConf.Name is required")
+	}
+	if conf.Now == nil {
+		conf.Now = time.Now
+	}
+	c := &Client[AG, AR, AF, PG, PR, PF]{conf: conf, goals: map[string]*Goal{}}
+	var err error
+	fail := func(what string, err error) (*Client[AG, AR, AF, PG, PR, PF], error) {
+		c.Close()
+		return nil, fmt.Errorf("rosaction: action %s: %s: %w", conf.Name, what, err)
+	}
+	if c.goalPub, err = goroslib.NewPublisher(goroslib.PublisherConf{Node: conf.Node, Topic: conf.Name + "/goal", Msg: PG(new(AG))}); err != nil {
+		return fail("goal publisher", err)
+	}
+	if c.cancelPub, err = goroslib.NewPublisher(goroslib.PublisherConf{Node: conf.Node, Topic: conf.Name + "/cancel", Msg: &actionlib_msgs.GoalID{}}); err != nil {
+		return fail("cancel publisher", err)
+	}
+	if c.statusSub, err = goroslib.NewSubscriber(goroslib.SubscriberConf{Node: conf.Node, Topic: conf.Name + "/status", Callback: c.onStatus}); err != nil {
+		return fail("status subscriber", err)
+	}
+	if c.resultSub, err = goroslib.NewSubscriber(goroslib.SubscriberConf{Node: conf.Node, Topic: conf.Name + "/result", Callback: func(m PR) { c.onResult(m) }}); err != nil {
+		return fail("result subscriber", err)
+	}
+	if c.fbSub, err = goroslib.NewSubscriber(goroslib.SubscriberConf{Node: conf.Node, Topic: conf.Name + "/feedback", Callback: func(m PF) { c.onFeedback(m) }}); err != nil {
+		return fail("feedback subscriber", err)
+	}
+	return c, nil
+}
+
+// Close ends every subscription and publication. Tracked goals stay as
+// they are; the caller decides what an unfinished goal means.
+func (c *Client[AG, AR, AF, PG, PR, PF]) Close() {
+	c.closed.Store(true)
+	for _, s := range []*goroslib.Subscriber{c.fbSub, c.resultSub, c.statusSub} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	for _, p := range []*goroslib.Publisher{c.cancelPub, c.goalPub} {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+// Send stamps goal with a fresh id (prefixed by idPrefix, which should name
+// the sending node) and publishes it. It does not wait for the server; use
+// the handle's WaitAck.
+func (c *Client[AG, AR, AF, PG, PR, PF]) Send(goal PG, idPrefix string) (*Goal, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	now := c.conf.Now()
+	n := c.seq.Add(1)
+	id := idPrefix + "-" + strconv.FormatUint(n, 10) + "-" + strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
+	goal.SetGoalID(std_msgs.Header{Stamp: now}, actionlib_msgs.GoalID{Stamp: now, Id: id})
+	g := &Goal{ID: id, Action: c.conf.Name, Sent: now, acked: make(chan struct{}), done: make(chan struct{})}
+	c.mu.Lock()
+	c.goals[id] = g
+	c.mu.Unlock()
+	c.goalPub.Write(goal)
+	return g, nil
+}
+
+// Cancel asks the server to cancel one goal.
+func (c *Client[AG, AR, AF, PG, PR, PF]) Cancel(g *Goal) {
+	g.mu.Lock()
+	g.cancelled = true
+	g.mu.Unlock()
+	if !c.closed.Load() {
+		c.cancelPub.Write(&actionlib_msgs.GoalID{Id: g.ID})
+	}
+}
+
+// CancelAll asks the server to cancel every goal stamped at or before
+// stamp (an empty goal id, as actionlib defines; a zero stamp cancels
+// every goal), including goals of other clients. A goal sent after the
+// cancel with a later stamp survives it even if it reaches the server
+// first.
+func (c *Client[AG, AR, AF, PG, PR, PF]) CancelAll(stamp time.Time) {
+	c.mu.Lock()
+	for _, g := range c.goals {
+		g.mu.Lock()
+		g.cancelled = true
+		g.mu.Unlock()
+	}
+	c.mu.Unlock()
+	if !c.closed.Load() {
+		c.cancelPub.Write(&actionlib_msgs.GoalID{Stamp: stamp})
+	}
+}
+
+// StatusAge returns how long ago the server last published its status, and
+// false if it never did.
+func (c *Client[AG, AR, AF, PG, PR, PF]) StatusAge() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastStatus.IsZero() {
+		return 0, false
+	}
+	return c.conf.Now().Sub(c.lastStatus), true
+}
+
+// Pending returns the goals not yet terminal.
+func (c *Client[AG, AR, AF, PG, PR, PF]) Pending() []*Goal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Goal, 0, len(c.goals))
+	for _, g := range c.goals {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Expire declares LOST every goal the server acknowledged but has not
+// mentioned for longer than maxAge: the server died or hangs. It returns
+// the goals it expired (their OnTerminal has run).
+func (c *Client[AG, AR, AF, PG, PR, PF]) Expire(maxAge time.Duration) []*Goal {
+	now := c.conf.Now()
+	var lost []*Goal
+	c.mu.Lock()
+	for id, g := range c.goals {
+		g.mu.Lock()
+		stale := g.seen && !g.terminal && now.Sub(g.lastSeen) > maxAge
+		g.mu.Unlock()
+		if stale {
+			lost = append(lost, g)
+			delete(c.goals, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range lost {
+		c.finish(g, Lost, fmt.Sprintf("no status from the action server for more than %s", maxAge), now)
+	}
+	return lost
+}
+
+// finish moves g to a terminal state (if it is not already) and notifies.
+func (c *Client[AG, AR, AF, PG, PR, PF]) finish(g *Goal, s State, text string, now time.Time) {
+	acked, term := g.update(s, text, now)
+	if acked {
+		close(g.acked)
+	}
+	if term {
+		close(g.done)
+		if c.conf.OnTerminal != nil {
+			c.conf.OnTerminal(g)
+		}
+	}
+}
+
+func (c *Client[AG, AR, AF, PG, PR, PF]) onStatus(m *actionlib_msgs.GoalStatusArray) {
+	now := c.conf.Now()
+	type upd struct {
+		g    *Goal
+		s    State
+		text string
+	}
+	var ups []upd
+	c.mu.Lock()
+	c.lastStatus = now
+	if len(c.goals) > 0 {
+		listed := make(map[string]int, len(m.StatusList))
+		for i, st := range m.StatusList {
+			listed[st.GoalId.Id] = i
+		}
+		for id, g := range c.goals {
+			i, ok := listed[id]
+			if ok {
+				st := m.StatusList[i]
+				s := State(st.Status)
+				if !s.Valid() {
+					continue
+				}
+				ups = append(ups, upd{g, s, st.Text})
+				if s.Terminal() {
+					delete(c.goals, id)
+				}
+				continue
+			}
+			g.mu.Lock()
+			seen := g.seen
+			g.mu.Unlock()
+			if seen {
+				// actionlib's rule: a goal the server listed before and
+				// omits now is lost.
+				ups = append(ups, upd{g, Lost, "the action server no longer lists the goal"})
+				delete(c.goals, id)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, u := range ups {
+		if u.s.Terminal() {
+			c.finish(u.g, u.s, u.text, now)
+			continue
+		}
+		if acked, _ := u.g.update(u.s, u.text, now); acked {
+			close(u.g.acked)
+		}
+	}
+}
+
+func (c *Client[AG, AR, AF, PG, PR, PF]) lookup(id string, terminal bool) *Goal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.goals[id]
+	if g != nil && terminal {
+		delete(c.goals, id)
+	}
+	return g
+}
+
+func (c *Client[AG, AR, AF, PG, PR, PF]) onResult(m PR) {
+	st := m.GoalStatus()
+	s := State(st.Status)
+	if !s.Valid() {
+		return
+	}
+	g := c.lookup(st.GoalId.Id, true)
+	if g == nil {
+		return
+	}
+	if c.conf.OnResult != nil {
+		c.conf.OnResult(g, (*AR)(m))
+	}
+	if !s.Terminal() {
+		// A result always ends a goal; a server that says otherwise is
+		// treated as having aborted it.
+		s = Aborted
+	}
+	c.finish(g, s, st.Text, c.conf.Now())
+}
+
+func (c *Client[AG, AR, AF, PG, PR, PF]) onFeedback(m PF) {
+	st := m.GoalStatus()
+	s := State(st.Status)
+	g := c.lookup(st.GoalId.Id, false)
+	if g == nil || !s.Valid() {
+		return
+	}
+	if !s.Terminal() {
+		if acked, _ := g.update(s, st.Text, c.conf.Now()); acked {
+			close(g.acked)
+		}
+	}
+	if c.conf.OnFeedback != nil {
+		c.conf.OnFeedback(g, (*AF)(m))
+	}
+}
