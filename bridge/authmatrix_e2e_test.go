@@ -286,14 +286,18 @@ func matrix() []routeCase {
 		// it or clears a fault.
 		{
 			pattern: "POST /v1/estop", method: "POST", path: "/v1/estop", body: map[string]any{"reason": "matrix"}, need: toolapi.RoleAgent, opWant: 200,
-			after: func(t *testing.T, h *harness, fx *matrixFixture) { require.True(t, h.b.Supervisor().Status().EStop.Active) },
+			after: func(t *testing.T, h *harness, fx *matrixFixture) {
+				require.True(t, h.b.Supervisor().Status().EStop.Active)
+			},
 		},
 		{
 			pattern: "POST /v1/estop/reset", method: "POST", path: "/v1/estop/reset", need: toolapi.RoleOperator, opWant: 200,
 			agentCannot: func(t *testing.T, h *harness, fx *matrixFixture) {
 				require.True(t, h.b.Supervisor().Status().EStop.Active, "the agent's refused call reset the e-stop")
 			},
-			after: func(t *testing.T, h *harness, fx *matrixFixture) { require.False(t, h.b.Supervisor().Status().EStop.Active) },
+			after: func(t *testing.T, h *harness, fx *matrixFixture) {
+				require.False(t, h.b.Supervisor().Status().EStop.Active)
+			},
 		},
 		// No fault is latched here (clearing is then a no-op); the agent is
 		// refused before the supervisor is asked.
