@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -15,18 +16,21 @@ import (
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/transport/ros/simnode"
 )
 
 // simCmd runs the bundled simulator as its own process: in real time, with
 // its command watchdog, and its fault-injection and ground-truth HTTP API
-// under /v1/sim/. With --transport none it serves only that API; robot
-// transports (ROS, MQTT) attach the simulator to a network like a real
-// robot.
+// under /v1/sim/. With --transport none it serves only that API; with
+// --transport ros it is also a ROS1 node on the config's master
+// (transport.ros.master_uri or ROS_MASTER_URI) serving exactly the
+// interfaces the config names, its command watchdog fed by the bridge's
+// heartbeat, so a bridge that dies mid-motion leaves a robot that stops.
 func simCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", defaultConfig, "hw-config file (its sim section describes the world)")
-	transport := fs.String("transport", "none", "how the bridge reaches the simulated robot: none")
+	transport := fs.String("transport", "none", "how the bridge reaches the simulated robot: none or ros")
 	listen := fs.String("listen", "127.0.0.1:8090", "address of the simulator's fault-injection and truth API")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -37,8 +41,8 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "robot-bridge sim:", err)
 		return 2
 	}
-	if *transport != "none" {
-		fmt.Fprintf(stderr, "robot-bridge sim: --transport %q: allowed: none\n", *transport)
+	if *transport != "none" && *transport != "ros" {
+		fmt.Fprintf(stderr, "robot-bridge sim: --transport %q: allowed: none, ros\n", *transport)
 		return 2
 	}
 	cfg, err := hwconfig.Load(*configPath)
@@ -66,7 +70,27 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signalContext()
 	defer cancel()
 	fmt.Fprintf(stdout, "robot-bridge sim %s: fault injection and truth at http://%s/v1/sim/\n", cfg.Robot.ID, ln.Addr())
-	s.Run(ctx, clk, func(robot.State) {})
+	if *transport == "ros" {
+		if cfg.Transport.ROS == nil {
+			fmt.Fprintln(stderr, "robot-bridge sim: --transport ros needs a transport.ros section in the hw-config")
+			_ = srv.Close()
+			return 2
+		}
+		node, err := simnode.New(simnode.Conf{Config: cfg, Sim: s, Env: os.Getenv, Clock: clk, Logger: logger})
+		if err == nil {
+			err = node.Start(ctx)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "robot-bridge sim:", err)
+			_ = srv.Close()
+			return 1
+		}
+		fmt.Fprintf(stdout, "robot-bridge sim %s: ROS node robot_sim serving the config's topics and actions\n", cfg.Robot.ID)
+		<-ctx.Done()
+		_ = node.Close()
+	} else {
+		s.Run(ctx, clk, func(robot.State) {})
+	}
 	shutdownCtx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer c2()
 	_ = srv.Shutdown(shutdownCtx)

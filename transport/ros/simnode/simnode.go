@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -326,7 +327,7 @@ func (n *Node) connect() (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simnode: register %s with master %s: %w", n.name, n.master, err)
 	}
-	s := &session{node: node, mc: apimaster.NewClient(n.master, "/"+n.name, nil)}
+	s := &session{node: node, mc: apimaster.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})}
 	fail := func(what string, err error) (*session, error) {
 		s.close()
 		return nil, fmt.Errorf("simnode: %s: %w", what, err)
@@ -353,7 +354,7 @@ func (n *Node) connect() (*session, error) {
 		if s.dets, err = pub(t.detections, &vision_msgs.Detection2DArray{}); err != nil {
 			return fail("advertise "+t.detections, err)
 		}
-		pc := apiparam.NewClient(n.master, "/"+n.name, nil)
+		pc := apiparam.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})
 		if err := pc.SetParamString(t.labels, strings.Join(n.labels, ",")); err != nil {
 			return fail("set "+t.labels, err)
 		}

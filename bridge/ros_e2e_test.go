@@ -1,0 +1,16 @@
+package bridge
+
+import (
+	"testing"
+)
+
+// The shared scenarios of the tool API, approvals and safety, run over ROS:
+// bridge → rosmaster → simulator node.
+
+func TestROS_ErrorTypes(t *testing.T) { scenarioErrorTypes(t, startROSHarness) }
+
+func TestROS_IdempotencyKeyMovesOnce(t *testing.T) {
+	scenarioIdempotencyKeyMovesOnce(t, startROSHarness)
+}
+
+func TestROS_ToolCallsRepairsModelOutput(t *testing.T) { scenarioToolCalls(t, startROSHarness) }
