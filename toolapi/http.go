@@ -50,7 +50,7 @@ func (s *Server) routes() {
 	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.Path))
 	}), RoleAgent)
-	s.h = s.recoverer(s.mux)
+	s.h = s.traced(s.recoverer(s.mux))
 }
 
 // recoverer turns a panic in a handler into an INTERNAL error response,

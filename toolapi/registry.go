@@ -460,7 +460,9 @@ func (b builder) stop() *Tool {
 			"allowed; call it whenever something looks wrong or the user says stop. It does not move the robot back to a safe pose. " +
 			`Optional reason (up to 200 characters) is shown to the operator. Example: {"reason": "user asked to stop"}.`,
 		InputSchema: object(map[string]any{
-			"reason": map[string]any{"type": "string", "maxLength": 200, "description": "why, in a few words"},
+			// Free text from the user may hold personal details: it is
+			// shown to the operator but never logged.
+			"reason": map[string]any{"type": "string", "maxLength": 200, "description": "why, in a few words", SensitiveKeyword: true},
 		}), Idempotent: true, Timeout: b.timeout(ToolStop)}
 }
 

@@ -58,7 +58,12 @@ func newReader(what string, c Conf) *reader {
 
 // do runs fn with retries behind the breaker and turns what fails into a
 // *toolerr.Error.
-func (r *reader) do(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
+func (r *reader) do(ctx context.Context, fn0 func(ctx context.Context) (any, error)) (any, error) {
+	// Every try is counted for the call's log line (its "attempt").
+	fn := func(ctx context.Context) (any, error) {
+		countAttempt(ctx)
+		return fn0(ctx)
+	}
 	// Fast path: with the breaker closed, a read that succeeds at once
 	// needs no executor; it is recorded so the breaker sees it.
 	if r.cb.IsClosed() {

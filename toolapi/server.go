@@ -52,19 +52,40 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the tool API's metrics on reg (nil: kept, not
+// exported). Label values are bounded: tool names come from the registry
+// (an unknown name is "unknown"), kind is state, action or unknown,
+// outcome is ok or error, error_type is a toolerr type or "none".
+func newMetrics(reg prometheus.Registerer, deps map[string]*reader) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		calls: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "robot_bridge", Subsystem: "toolapi", Name: "calls_total",
-			Help: "Tool calls by tool and outcome (ok or the error type).",
-		}, []string{"tool", "outcome"}),
+			Namespace: "robot_bridge", Name: "tool_calls_total",
+			Help: "Tool calls by tool, kind (state or action), outcome (ok or error) and error type (none or the toolerr type).",
+		}, []string{"tool", "kind", "outcome", "error_type"}),
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "robot_bridge", Subsystem: "toolapi", Name: "call_duration_seconds",
-			Help:    "Duration of tool calls by kind.",
+			Namespace: "robot_bridge", Name: "tool_call_duration_seconds",
+			Help:    "Duration of tool calls by tool, from the call's decoding to its envelope.",
 			Buckets: []float64{.0001, .0003, .001, .003, .01, .03, .1, .3, 1, 3, 10, 30, 60},
-		}, []string{"kind"}),
+		}, []string{"tool"}),
 	}
+	for name, r := range deps {
+		cb := r.cb
+		f.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "robot_bridge", Name: "breaker_state",
+			Help:        "Circuit breaker state of a dependency the tool API reads: 0 closed, 1 half-open, 2 open.",
+			ConstLabels: prometheus.Labels{"dependency": name},
+		}, func() float64 {
+			switch {
+			case cb.IsOpen():
+				return 2
+			case cb.IsHalfOpen():
+				return 1
+			}
+			return 0
+		})
+	}
+	return m
 }
 
 // New returns a Server; it fails if conf is incomplete or the registry
@@ -81,8 +102,9 @@ func New(conf Conf) (*Server, error) {
 	s := &Server{
 		conf: c, reg: reg, log: c.Logger, guard: newGuard(c),
 		robot: newReader("the robot state", c), scene: newReader("perception", c),
-		m: newMetrics(c.Registerer), flights: map[string]*flight{},
+		flights: map[string]*flight{},
 	}
+	s.m = newMetrics(c.Registerer, map[string]*reader{"robot_state": s.robot, "perception": s.scene})
 	s.routes()
 	return s, nil
 }
@@ -132,6 +154,10 @@ func (s *Server) callWithArgError(ctx context.Context, p Principal, req CallRequ
 
 func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) Envelope {
 	start := s.conf.Clock.Now()
+	if req.TraceID == "" {
+		req.TraceID = TraceIDFromContext(ctx)
+	}
+	ctx, attempts := withAttemptCounter(ctx)
 	sessKey := p.Name + "\x00" + req.SessionID
 	args := req.Arguments
 	if args == nil {
@@ -150,6 +176,9 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 
 	var out outcome
 	kind := "unknown"
+	if known {
+		kind = string(tool.Kind)
+	}
 	if !(known && tool.Name == ToolStop) {
 		// stop is never rate limited: it must always get through.
 		if te := s.guard.admit(sessKey, start); te != nil {
@@ -188,32 +217,41 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	}
 	env.Robot = s.robotText(ctx, out.state)
 
-	outcomeLabel := "ok"
+	outcomeLabel, errType := "ok", "none"
 	if env.Error != nil {
-		outcomeLabel = string(env.Error.Type)
+		outcomeLabel, errType = "error", string(env.Error.Type)
 	}
 	label := req.Tool
 	if !known {
 		label = "unknown"
 	}
 	d := s.conf.Clock.Since(start)
-	s.m.calls.WithLabelValues(label, outcomeLabel).Inc()
-	s.m.duration.WithLabelValues(kind).Observe(d.Seconds())
+	s.m.calls.WithLabelValues(label, kind, outcomeLabel, errType).Inc()
+	s.m.duration.WithLabelValues(label).Observe(d.Seconds())
 	lvl := slog.LevelInfo
 	if env.OK && kind == string(KindState) {
 		lvl = slog.LevelDebug
 	}
 	if s.log.Enabled(ctx, lvl) {
-		attrs := []any{"tool", req.Tool, "principal", p.Name, "session", req.SessionID, "args_hash", argsHash()[:16],
-			"ok", env.OK, "duration", d}
+		// Arguments are logged only at debug level and only redacted:
+		// schema-marked sensitive values never reach a log line, nor do
+		// tokens, which never reach this function.
+		attrs := []any{"tool", label, "kind", kind, "principal", p.Name, "session_id", req.SessionID, "args_hash", argsHash()[:16],
+			"ok", env.OK, "duration", d, "attempt", max(1, attempts.Load())}
+		if req.TraceID != "" {
+			attrs = append(attrs, "trace_id", req.TraceID)
+		}
 		if env.Error != nil {
 			attrs = append(attrs, "error_type", env.Error.Type)
 		}
 		if env.Task != nil {
-			attrs = append(attrs, "task", env.Task.ID, "status", env.Task.Status)
+			attrs = append(attrs, "task_id", env.Task.ID, "status", env.Task.Status)
 		}
-		if req.TraceID != "" {
-			attrs = append(attrs, "trace", req.TraceID)
+		if req.IdempotencyKey != "" {
+			attrs = append(attrs, "idempotent", true)
+		}
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			attrs = append(attrs, "args", s.reg.Redact(req.Tool, args))
 		}
 		s.log.Log(ctx, lvl, "tool call", attrs...)
 	}
