@@ -303,6 +303,10 @@ func matrix() []routeCase {
 		// refused before the supervisor is asked.
 		{pattern: "POST /v1/faults/clear", method: "POST", path: "/v1/faults/clear", need: toolapi.RoleOperator, opWant: 200},
 
+		// Audit trail (operator only; issue 6).
+		{pattern: "GET /v1/audit", method: "GET", path: "/v1/audit?limit=5", need: toolapi.RoleOperator, opWant: 200},
+		{pattern: "GET /v1/audit/export", method: "GET", path: "/v1/audit/export?type=task", need: toolapi.RoleOperator, opWant: 200},
+
 		// Event stream (operator only).
 		{pattern: "GET /v1/events", method: "GET", path: "/v1/events", need: toolapi.RoleOperator, opWant: 200},
 

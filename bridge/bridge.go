@@ -76,6 +76,7 @@ type Bridge struct {
 	api        *toolapi.Server
 	handler    http.Handler
 	bus        *events.Bus
+	dur        *durable // the store and the metrics (store.go)
 
 	mu      sync.Mutex
 	ln      net.Listener
@@ -133,34 +134,39 @@ func New(conf Conf) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: perception: %w", err)
 	}
-	b.approvals, err = approval.New(approval.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception})
+	if err := b.openDurable(); err != nil {
+		return nil, err
+	}
+	b.approvals, err = approval.New(approval.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception, Store: b.dur.approvals()})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
 	}
 	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
-		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)) })})
+		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)); b.dur.SafetyEvent(e) })})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: supervisor: %w", err)
 	}
 	b.runner, err = actions.NewRunner(actions.RunnerConf{
 		Config: cfg, Supervisor: b.sup, Approver: b.approvals, Objects: b.perception,
 		Clock: conf.Clock, Logger: conf.Logger,
-		Observer: actions.ObserverFunc(func(v actions.TaskView) { b.bus.Publish(events.TypeTask, v.UpdatedAt, v) }),
+		Observer: actions.ObserverFunc(func(v actions.TaskView) { b.bus.Publish(events.TypeTask, v.UpdatedAt, v); b.dur.TaskChanged(v) }),
+		Recorder: b.dur.st,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: runner: %w", err)
 	}
 	b.api, err = toolapi.New(toolapi.Conf{
-		HWConfig:   cfg,
-		Tasks:      b.runner,
-		Robot:      robotSource{b.drv},
-		Scene:      sceneSource{b.perception},
-		Safety:     safetySource{b.sup},
-		Tokens:     tokens,
-		Ready:      b.ready,
-		Clock:      conf.Clock,
-		Logger:     conf.Logger,
-		Registerer: b.reg,
+		HWConfig:    cfg,
+		Tasks:       b.dur.tasks(b.runner),
+		Idempotency: b.dur.st,
+		Robot:       robotSource{b.drv},
+		Scene:       sceneSource{b.perception},
+		Safety:      safetySource{b.sup},
+		Tokens:      tokens,
+		Ready:       b.readyDurable,
+		Clock:       conf.Clock,
+		Logger:      conf.Logger,
+		Registerer:  b.reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: tool API: %w", err)
@@ -213,6 +219,15 @@ func (b *Bridge) Start(ctx context.Context) error {
 		cancel()
 		_ = b.drv.Close()
 		return fmt.Errorf("bridge: supervisor: %w", err)
+	}
+	// Restart recovery: latches restored, a stop sent, the store settled,
+	// all before the listener opens.
+	if err := b.recoverDurable(runCtx); err != nil {
+		cancel()
+		_ = b.sup.Close()
+		_ = b.dur.st.Close()
+		_ = b.drv.Close()
+		return err
 	}
 	states, unsubscribe := b.drv.Subscribe()
 	b.bg.Add(1)
@@ -283,6 +298,9 @@ func (b *Bridge) Stop(ctx context.Context) error {
 	// robot once more as the very last act before the link goes away.
 	if err := b.sup.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("supervisor: %w", err))
+	}
+	if err := b.closeDurable(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
 	}
 	if err := b.drv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("robot link: %w", err))

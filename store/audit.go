@@ -281,6 +281,10 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
 	defer rows.Close()
+	return scanAudit(rows)
+}
+
+func scanAudit(rows *sql.Rows) ([]AuditRecord, error) {
 	var out []AuditRecord
 	for rows.Next() {
 		var r AuditRecord
@@ -299,6 +303,20 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
 	return out, nil
+}
+
+// Recent returns the newest limit records (1 to MaxAuditLimit), newest
+// first, for the operator console's audit view.
+func (s *Store) Recent(ctx context.Context, limit int) ([]AuditRecord, error) {
+	if limit < 1 || limit > MaxAuditLimit {
+		return nil, &QueryError{Param: "limit", Value: strconv.Itoa(limit), Allowed: fmt.Sprintf("an integer from 1 to %d", MaxAuditLimit)}
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, type, actor, task_id, subject, summary, reason, details FROM audit ORDER BY seq DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
+	}
+	defer rows.Close()
+	return scanAudit(rows)
 }
 
 // AppendAudit writes one audit record (synchronously) with details

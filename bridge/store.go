@@ -1,0 +1,257 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/console"
+	"github.com/robot-bridge/robot-bridge/events"
+	"github.com/robot-bridge/robot-bridge/metrics"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/store"
+	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// durable is the bridge's memory and measurements: the SQLite store in the
+// data dir (transitions, approvals, grants, safety events, latches,
+// idempotency keys, the audit trail) and the Prometheus metrics fed by the
+// same observers. It implements safety.Observer and actions.Observer by
+// feeding both; the supervisor and the runner call it after they have
+// done their work (a stop is always sent before its event arrives here).
+type durable struct {
+	st       *store.Store
+	m        *metrics.Metrics
+	mountOne sync.Once
+
+	mu     sync.Mutex
+	report store.RecoveryReport // guarded by mu; the last restart recovery
+}
+
+var (
+	_ safety.Observer  = (*durable)(nil)
+	_ actions.Observer = (*durable)(nil)
+	_ approval.Store   = approvalStore{}
+	_ toolapi.Tasks    = durableTasks{}
+)
+
+// openDurable opens (or, on a first start, creates) the store and creates
+// the metrics. It fails with the store's explanation when the database is
+// corrupt, or missing from a data dir that had one: the bridge must not
+// start on an empty store that has forgotten a latched fault.
+func (b *Bridge) openDurable() error {
+	m := metrics.New(b.reg)
+	m.WatchLink(b.drv.LinkUp)
+	reg, err := toolapi.NewRegistry(b.conf.Config)
+	if err != nil {
+		return fmt.Errorf("bridge: tool registry: %w", err)
+	}
+	st, err := store.Open(context.Background(), store.Conf{
+		Dir: b.conf.DataDir, Clock: b.clock, Logger: b.conf.Logger,
+		Redact: reg.Redact, OnDrop: m.StoreDropped, ObserveWrite: m.StoreWrite,
+	})
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	b.dur = &durable{st: st, m: m}
+	return nil
+}
+
+// SafetyEvent implements safety.Observer: metrics at once, the store
+// through its queue (a latch change waits, bounded, for its commit).
+func (d *durable) SafetyEvent(e safety.Event) {
+	d.m.SafetyEvent(e)
+	d.st.SafetyEvent(e)
+}
+
+// TaskChanged implements actions.Observer.
+func (d *durable) TaskChanged(v actions.TaskView) {
+	d.m.TaskChanged(v)
+	d.st.TaskChanged(v)
+}
+
+// approvals returns the approval service's store: every request, decision
+// and grant is committed before it takes effect, and a decision's wait is
+// measured once it is on the disk.
+func (d *durable) approvals() approval.Store { return approvalStore{d.st, d.m} }
+
+type approvalStore struct {
+	st *store.Store
+	m  *metrics.Metrics
+}
+
+func (a approvalStore) SaveApproval(ctx context.Context, ap approval.Approval) error {
+	if err := a.st.SaveApproval(ctx, ap); err != nil {
+		return err
+	}
+	a.m.ApprovalDecided(ap)
+	return nil
+}
+
+func (a approvalStore) SaveGrant(ctx context.Context, g approval.Grant) error {
+	return a.st.SaveGrant(ctx, g)
+}
+
+// durableTasks is the runner as the tool API sees it, with a memory: a
+// task the runner does not know — from before a restart, or pruned — is
+// answered from the store, which reports a task the restart found live as
+// interrupted. Everything else is the runner's.
+type durableTasks struct {
+	*actions.Runner
+	st *store.Store
+}
+
+// tasks wraps the runner for the tool API.
+func (d *durable) tasks(r *actions.Runner) durableTasks { return durableTasks{Runner: r, st: d.st} }
+
+func isNotFound(err error) bool {
+	var te *toolerr.Error
+	return errors.As(err, &te) && te.Type == toolerr.NotFound
+}
+
+// Get implements toolapi.Tasks.
+func (t durableTasks) Get(id string) (actions.TaskView, error) {
+	v, err := t.Runner.Get(id)
+	if err == nil || !isNotFound(err) {
+		return v, err
+	}
+	if sv, serr := t.st.Task(context.Background(), id); serr == nil {
+		return sv, nil
+	}
+	return v, err
+}
+
+// Wait implements toolapi.Tasks. A stored task belongs to a previous run
+// and can no longer change, so it is returned at once.
+func (t durableTasks) Wait(ctx context.Context, id string, max time.Duration) (actions.TaskView, error) {
+	v, err := t.Runner.Wait(ctx, id, max)
+	if err == nil || !isNotFound(err) {
+		return v, err
+	}
+	if sv, serr := t.st.Task(ctx, id); serr == nil {
+		return sv, nil
+	}
+	return v, err
+}
+
+// Cancel implements toolapi.Tasks: a task from a previous run has ended
+// already; cancelling it changes nothing and reports it as it is.
+func (t durableTasks) Cancel(ctx context.Context, id, by string) (actions.TaskView, error) {
+	v, err := t.Runner.Cancel(ctx, id, by)
+	if err == nil || !isNotFound(err) {
+		return v, err
+	}
+	if sv, serr := t.st.Task(ctx, id); serr == nil {
+		return sv, nil
+	}
+	return v, err
+}
+
+// recoverDurable runs before the API opens (DESIGN.md §4, invariant 8):
+// the latches the store remembers are restored into the supervisor, a
+// stop is sent to the robot, then the store settles what the previous run
+// left — live tasks interrupted, pending approvals expired, grants ended —
+// and audits the restart. Only then may the listener open.
+func (b *Bridge) recoverDurable(ctx context.Context) error {
+	d := b.dur
+	estop, fault, err := d.st.Latches(ctx)
+	if err != nil {
+		return fmt.Errorf("bridge: read latches: %w", err)
+	}
+	b.sup.RestoreLatches(estop, fault)
+	stopErr := b.sup.Stop(ctx, "bridge", "bridge start: the robot is stopped before the API opens")
+	if stopErr != nil {
+		// The robot's own watchdog stops it when commands stop arriving
+		// (invariant 9); the bridge still must not lose its records.
+		b.log.Warn("stop at start not delivered", "err", stopErr)
+	}
+	rep, err := d.st.Recover(ctx, store.RecoverInput{By: "bridge", StopSent: stopErr == nil, StopErr: stopErr,
+		Details: map[string]any{"robot": b.conf.Config.Robot.ID, "transport": string(b.conf.Config.Transport.Kind)}})
+	if err != nil {
+		return fmt.Errorf("bridge: restart recovery: %w", err)
+	}
+	d.mu.Lock()
+	d.report = rep
+	d.mu.Unlock()
+	d.m.TasksRecovered(len(rep.Interrupted))
+	d.mountOne.Do(func() {
+		// Mounted here, before the listener opens, so the audit API
+		// exists exactly when the store has been recovered.
+		h := store.NewAuditHandler(d.st, store.AuditHandlerConf{Logger: b.conf.Logger})
+		b.api.Mount("GET /v1/audit", h, toolapi.RoleOperator)
+		b.api.Mount("GET /v1/audit/export", h, toolapi.RoleOperator)
+	})
+	b.bus.Publish(events.TypeSystem, b.clock.Now(), map[string]any{"event": "start", "recovery": rep})
+	b.log.Info("restart recovery done", "fresh", rep.Fresh, "clean_shutdown", rep.CleanShutdown,
+		"interrupted", len(rep.Interrupted), "expired_approvals", len(rep.ExpiredApprovals),
+		"estop_latched", rep.EStop.Active, "fault_latched", rep.Fault.Latched, "stop_sent", stopErr == nil)
+	return nil
+}
+
+// closeDurable records the shutdown and closes the store; Stop calls it
+// after the supervisor's stop and before the driver's last one.
+func (b *Bridge) closeDurable(ctx context.Context) error {
+	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{Type: store.AuditBridgeStop, Actor: "bridge",
+		Summary: "bridge shut down cleanly"}, map[string]any{"robot": b.conf.Config.Robot.ID}); err != nil {
+		b.log.Error("shutdown not audited", "err", err)
+	}
+	return b.dur.st.Close()
+}
+
+// readyDurable is GET /readyz: the robot link is up, the supervisor has
+// state and the store takes writes.
+func (b *Bridge) readyDurable(ctx context.Context) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	if err := b.dur.st.Healthy(ctx); err != nil {
+		return errors.New("store not writable")
+	}
+	return nil
+}
+
+// Store returns the durable store (audit reads for the console, tests).
+func (b *Bridge) Store() *store.Store { return b.dur.st }
+
+// Recovery returns what the last start's recovery found and did.
+func (b *Bridge) Recovery() store.RecoveryReport {
+	b.dur.mu.Lock()
+	defer b.dur.mu.Unlock()
+	return b.dur.report
+}
+
+// ConsoleAudit is the durable audit trail in the console's shape, newest
+// first: the console's Conf.Audit (instead of its in-memory ring).
+func (b *Bridge) ConsoleAudit(ctx context.Context, limit int) ([]console.AuditEntry, error) {
+	recs, err := b.dur.st.Recent(ctx, min(max(limit, 1), store.MaxAuditLimit))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.AuditEntry, len(recs))
+	for i, r := range recs {
+		text := r.Summary
+		if r.Reason != "" {
+			text += ": " + r.Reason
+		}
+		out[i] = console.AuditEntry{Seq: uint64(r.Seq), Time: r.At, Type: auditEventType(r.Type), Kind: r.Type, By: r.Actor, Text: text}
+	}
+	return out, nil
+}
+
+// auditEventType maps an audit record type onto the bus's event types.
+func auditEventType(t string) events.Type {
+	for _, p := range []struct {
+		prefix string
+		typ    events.Type
+	}{{"task.", events.TypeTask}, {"approval.", events.TypeApproval}, {"grant.", events.TypeApproval}, {"safety.", events.TypeSafety}} {
+		if len(t) > len(p.prefix) && t[:len(p.prefix)] == p.prefix {
+			return p.typ
+		}
+	}
+	return events.TypeSystem
+}
