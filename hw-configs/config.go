@@ -258,6 +258,20 @@ type ROSConf struct {
 	GripperJoint string `yaml:"gripper_joint,omitempty"`
 	// Frame is the fixed frame of goals (optional). It defaults to map.
 	Frame string `yaml:"frame,omitempty"`
+	// HeartbeatTopic carries the std_msgs/Header the bridge publishes at
+	// every control period while it supervises a motion, so that a
+	// robot-side command watchdog can stop the robot when the bridge goes
+	// quiet (optional). A private name (~x) lives under the bridge's node.
+	// It defaults to ~heartbeat, i.e. /<node_name>/heartbeat.
+	HeartbeatTopic string `yaml:"heartbeat_topic,omitempty"`
+	// ClassLabels names the integer class ids of vision_msgs detections:
+	// id i is ClassLabels[i] (optional, only with a camera).
+	// vision_msgs carries ids, not names, and leaves the label database to
+	// each robot; when this list is empty the bridge reads the
+	// comma-separated ROS parameter <detections_topic>/class_labels
+	// instead, which the bundled simulator node sets. Ids without a label
+	// become "class_<id>". It defaults to empty (use the parameter).
+	ClassLabels []string `yaml:"class_labels,omitempty"`
 }
 
 // MQTTConf configures the MQTT transport.

@@ -35,6 +35,9 @@ const (
 	DefaultROSArmAction      = "arm_controller/follow_joint_trajectory"
 	DefaultROSGripperAction  = "gripper_controller/gripper_cmd"
 	DefaultROSFrame          = "map"
+	// DefaultROSHeartbeatTopic is private to the bridge's node:
+	// /<node_name>/heartbeat.
+	DefaultROSHeartbeatTopic = "~heartbeat"
 
 	DefaultMQTTTopicPrefix = "robots"
 )
@@ -107,6 +110,7 @@ func (c *Config) ApplyDefaults() {
 		setS(&r.CmdVelTopic, DefaultROSCmdVelTopic)
 		setS(&r.MoveBaseAction, DefaultROSMoveBaseAction)
 		setS(&r.Frame, DefaultROSFrame)
+		setS(&r.HeartbeatTopic, DefaultROSHeartbeatTopic)
 		// Arm and gripper action names only mean something on a robot that
 		// has the hardware; leaving them empty otherwise keeps a base-only
 		// config free of names nobody serves.

@@ -17,6 +17,8 @@ import (
 const (
 	// MaxPolygonPoints bounds every polygon in the config.
 	MaxPolygonPoints = 256
+	// MaxClassLabels bounds transport.ros.class_labels.
+	MaxClassLabels = 1024
 )
 
 // RequiredLocations are the named locations every robot must define: every
@@ -233,7 +235,7 @@ func (v *validator) ros(r *ROSConf) {
 		{"battery_topic", r.BatteryTopic}, {"detections_topic", r.DetectionsTopic},
 		{"estop_topic", r.EStopTopic}, {"cmd_vel_topic", r.CmdVelTopic},
 		{"move_base_action", r.MoveBaseAction}, {"arm_action", r.ArmAction},
-		{"gripper_action", r.GripperAction},
+		{"gripper_action", r.GripperAction}, {"heartbeat_topic", r.HeartbeatTopic},
 	}
 	for _, n := range names {
 		if n.val != "" && !rosNamePattern.MatchString(n.val) {
@@ -245,6 +247,41 @@ func (v *validator) ros(r *ROSConf) {
 	}
 	if r.Frame != "" && !framePattern.MatchString(r.Frame) {
 		v.p.add(p+"frame", r.Frame, "a tf frame id like map or odom", "%q is not a valid frame id", r.Frame)
+	}
+	v.classLabels(r.ClassLabels)
+}
+
+// classLabels checks transport.ros.class_labels: the list is the label
+// database of detection class ids, so every entry must be a usable,
+// distinct name, and it only means something on a robot with a camera.
+func (v *validator) classLabels(labels []string) {
+	const p = "transport.ros.class_labels"
+	const allowed = "a list of distinct, non-empty labels without commas, class id i naming entry i"
+	if len(labels) == 0 {
+		return
+	}
+	if v.c.Camera == nil {
+		v.p.add(p, labels, "class_labels only with a camera section", "names detection classes, but the robot has no camera")
+		return
+	}
+	if len(labels) > MaxClassLabels {
+		v.p.add(p, len(labels), fmt.Sprintf("at most %d labels", MaxClassLabels), "has %d labels", len(labels))
+		return
+	}
+	seen := make(map[string]int, len(labels))
+	for i, l := range labels {
+		f := fmt.Sprintf("%s[%d]", p, i)
+		switch {
+		case strings.TrimSpace(l) == "":
+			v.p.add(f, l, allowed, "is empty")
+		case strings.TrimSpace(l) != l || strings.ContainsAny(l, ",\n\t"):
+			v.p.add(f, l, allowed, "%q has surrounding spaces, a comma or a line break (the labels also travel as a comma-separated ROS parameter)", l)
+		default:
+			if j, dup := seen[l]; dup {
+				v.p.add(f, l, allowed, "%q repeats class_labels[%d]", l, j)
+			}
+			seen[l] = i
+		}
 	}
 }
 
