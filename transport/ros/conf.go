@@ -100,7 +100,11 @@ type Conf struct {
 	// (optional). It defaults to 2s.
 	AcceptTimeout time.Duration
 	// LinkTimeout: odometry older than this means the link is down
-	// (optional). It defaults to safety.state_timeout.
+	// (optional). It defaults to twice safety.state_timeout, so that when a
+	// robot goes quiet the supervisor's own state-silence watchdog (which
+	// fires at safety.state_timeout) is what stops the motion and names
+	// the cause, and LinkUp then reports the link lost; the gate refuses
+	// motions on stale state either way.
 	LinkTimeout time.Duration
 	// ActionStatusTimeout: an accepted goal whose server has not published
 	// status for this long is declared LOST (optional). It defaults to 2s
@@ -109,9 +113,6 @@ type Conf struct {
 	// ProbePeriod is how often the master is probed (optional). It
 	// defaults to 250ms.
 	ProbePeriod time.Duration
-	// HeartbeatTopic carries the std_msgs/Header each Refresh publishes
-	// (optional). It defaults to <node_name>/heartbeat.
-	HeartbeatTopic string
 	// ControlRate is the cmd_vel controller's rate in Hz (optional). It
 	// defaults to 50.
 	ControlRate float64
@@ -210,7 +211,7 @@ func newSettings(c Conf) (settings, error) {
 	}
 	s.readyTimeout = pos(c.ReadyTimeout, 10*time.Second)
 	s.acceptTimeout = pos(c.AcceptTimeout, 2*time.Second)
-	s.linkTimeout = pos(c.LinkTimeout, pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond))
+	s.linkTimeout = pos(c.LinkTimeout, 2*pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond))
 	s.statusTimeout = pos(c.ActionStatusTimeout, 2*time.Second)
 	s.probePeriod = pos(c.ProbePeriod, 250*time.Millisecond)
 	rate := c.ControlRate
@@ -223,10 +224,7 @@ func newSettings(c Conf) (settings, error) {
 		def = cfg.Sim.CommandTimeout.D()
 	}
 	s.commandTimeout = pos(c.CommandTimeout, def)
-	hb := c.HeartbeatTopic
-	if hb == "" {
-		hb = HeartbeatTopic(&rc)
-	}
+	hb := HeartbeatTopic(&rc)
 	n := rc.NodeName
 	s.names = names{
 		node: n, odom: ResolveName(n, rc.OdomTopic), joints: ResolveName(n, rc.JointStatesTopic),
@@ -239,14 +237,15 @@ func newSettings(c Conf) (settings, error) {
 	return s, nil
 }
 
-// HeartbeatTopic is the default heartbeat topic of a config:
-// <node_name>/heartbeat.
+// HeartbeatTopic is the heartbeat topic of a config as written
+// (transport.ros.heartbeat_topic, by default ~heartbeat); resolve it with
+// ResolveName against the bridge's node name, as both the driver and the
+// simulator node do.
 func HeartbeatTopic(rc *hwconfig.ROSConf) string {
-	n := rc.NodeName
-	if n == "" {
-		n = hwconfig.DefaultROSNodeName
+	if rc.HeartbeatTopic != "" {
+		return rc.HeartbeatTopic
 	}
-	return n + "/heartbeat"
+	return hwconfig.DefaultROSHeartbeatTopic
 }
 
 // LabelsParam is the ROS parameter that lists the detection class labels

@@ -129,7 +129,7 @@ func New(conf Conf) (*Driver, error) {
 	d.st.joints = map[string]JointSample{}
 	d.st.jointsAt = map[string]time.Time{}
 	d.st.faults = map[string]string{}
-	d.st.labels = LabelsFrom(nil)
+	d.st.labels = LabelsFrom(set.rc.ClassLabels)
 	return d, nil
 }
 
@@ -389,8 +389,12 @@ func (d *Driver) setLabels(csv string) {
 	for _, l := range strings.Split(csv, ",") {
 		labels = append(labels, strings.TrimSpace(l))
 	}
+	d.setLabelList(labels)
+}
+
+func (d *Driver) setLabelList(labels []string) {
 	d.stMu.Lock()
-	d.st.labels = LabelsFrom(labels)
+	d.st.labels = LabelsFrom(append([]string(nil), labels...))
 	d.stMu.Unlock()
 }
 

@@ -144,7 +144,12 @@ func (d *Driver) connect() (*session, error) {
 		}
 	}
 	if d.set.cfg.HasCamera() {
-		if v, err := s.param.GetParamString(n.labels); err == nil {
+		// Labels from the config win; otherwise the robot's parameter
+		// names its class ids (read at every (re)connection, as the robot
+		// may have restarted with another detector).
+		if len(d.set.rc.ClassLabels) > 0 {
+			d.setLabelList(d.set.rc.ClassLabels)
+		} else if v, err := s.param.GetParamString(n.labels); err == nil {
 			d.setLabels(v)
 		}
 	}

@@ -50,6 +50,13 @@ type ClientConf[AR, AF any] struct {
 	// Now (optional) is the clock used for status ages. It defaults to
 	// time.Now.
 	Now func() time.Time
+	// ResultTimeout is how long a goal that the status array reports
+	// finished waits for its result message before Expire ends it anyway
+	// with the reported state (optional). It defaults to 1s. Like
+	// actionlib's WAITING_FOR_RESULT, it lets the result's payload reach
+	// OnResult before OnTerminal, whichever of the two topics arrives
+	// first.
+	ResultTimeout time.Duration
 }
 
 // Client is an actionlib client for one action.
@@ -80,13 +87,15 @@ type Goal struct {
 	acked chan struct{}
 	done  chan struct{}
 
-	mu        sync.Mutex
-	state     State  // guarded by mu
-	text      string // guarded by mu
-	seen      bool   // guarded by mu: the server has listed the goal
-	cancelled bool   // guarded by mu: this client asked to cancel it
-	terminal  bool   // guarded by mu
-	lastSeen  time.Time
+	mu         sync.Mutex
+	state      State     // guarded by mu
+	text       string    // guarded by mu
+	seen       bool      // guarded by mu: the server has listed the goal
+	cancelled  bool      // guarded by mu: this client asked to cancel it
+	terminal   bool      // guarded by mu: ended (Done closed)
+	resultWait bool      // guarded by mu: status said terminal, result not in yet
+	waitSince  time.Time // guarded by mu
+	lastSeen   time.Time // guarded by mu
 }
 
 // State returns the goal's latest known state and the server's text.
@@ -122,9 +131,36 @@ func (g *Goal) WaitAck(ctx context.Context) (State, string, error) {
 	}
 }
 
-// update applies a reported state; it returns true when the goal became
-// terminal now.
-func (g *Goal) update(s State, text string, now time.Time) (ackedNow, terminalNow bool) {
+// observe applies a state the server reported in its status array or
+// feedback, and returns true when this is the first word of the server
+// about the goal (the acknowledgement). A terminal state does not end the
+// goal here: it waits for the result message (see finish), and later
+// non-terminal reports cannot undo it.
+func (g *Goal) observe(s State, text string, now time.Time) (ackedNow bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastSeen = now
+	if g.terminal {
+		return false
+	}
+	if !g.seen {
+		g.seen = true
+		ackedNow = true
+	}
+	if g.resultWait {
+		return ackedNow
+	}
+	g.state, g.text = s, text
+	if s.Terminal() {
+		g.resultWait, g.waitSince = true, now
+	}
+	return ackedNow
+}
+
+// end makes the goal terminal in state s; it returns whether this is the
+// first word about the goal and whether it ended now (false when it had
+// ended already).
+func (g *Goal) end(s State, text string, now time.Time) (ackedNow, endedNow bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lastSeen = now
@@ -135,12 +171,8 @@ func (g *Goal) update(s State, text string, now time.Time) (ackedNow, terminalNo
 		g.seen = true
 		ackedNow = true
 	}
-	g.state, g.text = s, text
-	if s.Terminal() {
-		g.terminal = true
-		terminalNow = true
-	}
-	return ackedNow, terminalNow
+	g.state, g.text, g.terminal, g.resultWait = s, text, true, false
+	return ackedNow, true
 }
 
 // NewClient advertises the goal and cancel topics and subscribes to status,
@@ -154,6 +186,9 @@ func NewClient[AG, AR, AF any, PG GoalMsg[AG], PR StatusMsg[AR], PF StatusMsg[AF
 	}
 	if conf.Now == nil {
 		conf.Now = time.Now
+	}
+	if conf.ResultTimeout <= 0 {
+		conf.ResultTimeout = time.Second
 	}
 	c := &Client[AG, AR, AF, PG, PR, PF]{conf: conf, goals: map[string]*Goal{}}
 	var err error
@@ -202,6 +237,14 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Send(goal PG, idPrefix string) (*Goal, 
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	g := c.track(goal, idPrefix)
+	c.goalPub.Write(goal)
+	return g, nil
+}
+
+// track stamps goal with a fresh id and starts tracking it, before it is
+// published, so that no status about it can arrive untracked.
+func (c *Client[AG, AR, AF, PG, PR, PF]) track(goal PG, idPrefix string) *Goal {
 	now := c.conf.Now()
 	n := c.seq.Add(1)
 	id := idPrefix + "-" + strconv.FormatUint(n, 10) + "-" + strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
@@ -210,8 +253,7 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Send(goal PG, idPrefix string) (*Goal, 
 	c.mu.Lock()
 	c.goals[id] = g
 	c.mu.Unlock()
-	c.goalPub.Write(goal)
-	return g, nil
+	return g
 }
 
 // Cancel asks the server to cancel one goal.
@@ -265,39 +307,60 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Pending() []*Goal {
 }
 
 // Expire declares LOST every goal the server acknowledged but has not
-// mentioned for longer than maxAge: the server died or hangs. It returns
-// the goals it expired (their OnTerminal has run).
+// mentioned for longer than maxAge (the server died or hangs), and ends
+// every goal reported finished whose result has not come within
+// ClientConf.ResultTimeout, with the state the status reported. Nothing
+// else times a goal out, so the owner calls it periodically. It returns
+// the goals it ended (their OnTerminal has run).
 func (c *Client[AG, AR, AF, PG, PR, PF]) Expire(maxAge time.Duration) []*Goal {
 	now := c.conf.Now()
-	var lost []*Goal
+	type end struct {
+		g    *Goal
+		s    State
+		text string
+	}
+	var ends []end
 	c.mu.Lock()
 	for id, g := range c.goals {
 		g.mu.Lock()
-		stale := g.seen && !g.terminal && now.Sub(g.lastSeen) > maxAge
-		g.mu.Unlock()
-		if stale {
-			lost = append(lost, g)
+		switch {
+		case g.terminal:
+		case g.resultWait && now.Sub(g.waitSince) > c.conf.ResultTimeout:
+			ends = append(ends, end{g, g.state, g.text})
+			delete(c.goals, id)
+		case !g.resultWait && g.seen && now.Sub(g.lastSeen) > maxAge:
+			ends = append(ends, end{g, Lost, fmt.Sprintf("no status from the action server for more than %s", maxAge)})
 			delete(c.goals, id)
 		}
+		g.mu.Unlock()
 	}
 	c.mu.Unlock()
-	for _, g := range lost {
-		c.finish(g, Lost, fmt.Sprintf("no status from the action server for more than %s", maxAge), now)
+	out := make([]*Goal, 0, len(ends))
+	for _, e := range ends {
+		c.finish(e.g, e.s, e.text, now)
+		out = append(out, e.g)
 	}
-	return lost
+	return out
 }
 
 // finish moves g to a terminal state (if it is not already) and notifies.
 func (c *Client[AG, AR, AF, PG, PR, PF]) finish(g *Goal, s State, text string, now time.Time) {
-	acked, term := g.update(s, text, now)
+	acked, ended := g.end(s, text, now)
 	if acked {
 		close(g.acked)
 	}
-	if term {
+	if ended {
 		close(g.done)
 		if c.conf.OnTerminal != nil {
 			c.conf.OnTerminal(g)
 		}
+	}
+}
+
+// ack closes g's acknowledgement channel once.
+func ack(g *Goal, first bool) {
+	if first {
+		close(g.acked)
 	}
 }
 
@@ -308,7 +371,7 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) onStatus(m *actionlib_msgs.GoalStatusAr
 		s    State
 		text string
 	}
-	var ups []upd
+	var ups, ends []upd
 	c.mu.Lock()
 	c.lastStatus = now
 	if len(c.goals) > 0 {
@@ -325,31 +388,31 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) onStatus(m *actionlib_msgs.GoalStatusAr
 					continue
 				}
 				ups = append(ups, upd{g, s, st.Text})
-				if s.Terminal() {
-					delete(c.goals, id)
-				}
 				continue
 			}
 			g.mu.Lock()
-			seen := g.seen
+			seen, waiting, s, text := g.seen, g.resultWait, g.state, g.text
 			g.mu.Unlock()
-			if seen {
+			switch {
+			case waiting:
+				// Reported finished before, dropped from the list since:
+				// the result went astray; the reported state stands.
+				ends = append(ends, upd{g, s, text})
+				delete(c.goals, id)
+			case seen:
 				// actionlib's rule: a goal the server listed before and
 				// omits now is lost.
-				ups = append(ups, upd{g, Lost, "the action server no longer lists the goal"})
+				ends = append(ends, upd{g, Lost, "the action server no longer lists the goal"})
 				delete(c.goals, id)
 			}
 		}
 	}
 	c.mu.Unlock()
 	for _, u := range ups {
-		if u.s.Terminal() {
-			c.finish(u.g, u.s, u.text, now)
-			continue
-		}
-		if acked, _ := u.g.update(u.s, u.text, now); acked {
-			close(u.g.acked)
-		}
+		ack(u.g, u.g.observe(u.s, u.text, now))
+	}
+	for _, u := range ends {
+		c.finish(u.g, u.s, u.text, now)
 	}
 }
 
@@ -392,9 +455,7 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) onFeedback(m PF) {
 		return
 	}
 	if !s.Terminal() {
-		if acked, _ := g.update(s, st.Text, c.conf.Now()); acked {
-			close(g.acked)
-		}
+		ack(g, g.observe(s, st.Text, c.conf.Now()))
 	}
 	if c.conf.OnFeedback != nil {
 		c.conf.OnFeedback(g, (*AF)(m))

@@ -13,5 +13,8 @@
 // preemption was asked for by this client, and explicit expiry of goals
 // whose server went silent (actionlib itself only declares a goal LOST when
 // a status message omits it, so a dead server would leave it active
-// forever).
+// forever). Like actionlib's client, a goal that the status array reports
+// finished waits for its result message (at most ClientConf.ResultTimeout,
+// enforced by Expire), so OnResult always runs before OnTerminal whichever
+// topic delivers first.
 package rosaction

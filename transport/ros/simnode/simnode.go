@@ -169,19 +169,29 @@ func New(conf Conf) (*Node, error) {
 	if conf.Env != nil {
 		n.host = conf.Env("ROS_IP")
 	}
-	r := func(x string) string { return ros.ResolveName(n.name, x) }
+	// Every name is resolved as the bridge resolves it: a private name in
+	// the config (~odom) is private to the bridge's node, so the robot
+	// side must serve it there, not under its own node name.
+	r := func(x string) string { return ros.ResolveName(rc.NodeName, x) }
 	n.topics = topicNames{
 		odom: r(rc.OdomTopic), joints: r(rc.JointStatesTopic), battery: r(rc.BatteryTopic), detections: r(rc.DetectionsTopic),
-		estop: r(rc.EStopTopic), cmdVel: r(rc.CmdVelTopic), heartbeat: ros.ResolveName(rc.NodeName, ros.HeartbeatTopic(&rc)),
+		estop: r(rc.EStopTopic), cmdVel: r(rc.CmdVelTopic), heartbeat: r(ros.HeartbeatTopic(&rc)),
 		moveBase: r(rc.MoveBaseAction), arm: r(rc.ArmAction), gripper: r(rc.GripperAction),
 	}
 	n.topics.labels = ros.LabelsParam(n.topics.detections)
-	for _, o := range cfg.Sim.Objects {
-		if !slices.Contains(n.labels, o.Label) {
-			n.labels = append(n.labels, o.Label)
+	// Class ids follow transport.ros.class_labels when the config has
+	// them (the bridge then reads them from there); otherwise the node
+	// numbers the world's labels itself and publishes the list as the
+	// class_labels parameter.
+	n.labels = append(n.labels, rc.ClassLabels...)
+	if len(n.labels) == 0 {
+		for _, o := range cfg.Sim.Objects {
+			if !slices.Contains(n.labels, o.Label) {
+				n.labels = append(n.labels, o.Label)
+			}
 		}
+		slices.Sort(n.labels)
 	}
-	slices.Sort(n.labels)
 	return n, nil
 }
 

@@ -1,0 +1,209 @@
+package rosaction
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bluenviron/goroslib/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/transport/ros/rosmsg"
+	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
+)
+
+// The client against the server over a real rosmaster and TCPROS: every
+// actionlib outcome as the bridge's driver meets it.
+
+type mbServer = Server[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback,
+	*rosmsg.MoveBaseActionGoal, *rosmsg.MoveBaseActionResult, *rosmsg.MoveBaseActionFeedback]
+
+// Server behaviours, chosen by the goal's target x.
+const (
+	doAccept      = 1 // accept; the test ends it
+	doReject      = 2
+	doStayPending = 3 // neither accept nor reject
+	doAbort       = 4 // accept, then abort at once
+)
+
+type wire struct {
+	m      *rostest.Master
+	cli    *mbClient
+	srv    *mbServer
+	sNode  *goroslib.Node
+	mu     sync.Mutex
+	goals  map[string]*ServerGoal // guarded by mu
+	events []string               // guarded by mu
+}
+
+func newNode(t *testing.T, m *rostest.Master, name string) *goroslib.Node {
+	t.Helper()
+	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	require.NoError(t, err)
+	t.Cleanup(n.Close)
+	return n
+}
+
+func startWire(t *testing.T) *wire {
+	t.Helper()
+	w := &wire{m: rostest.StartMaster(t), goals: map[string]*ServerGoal{}}
+	w.sNode = newNode(t, w.m, "fake_move_base")
+	var err error
+	w.srv, err = NewServer[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ServerConf[rosmsg.MoveBaseActionGoal]{
+		Node: w.sNode, Name: "/move_base", StatusPeriod: 20 * time.Millisecond,
+		OnGoal: func(g *ServerGoal, m *rosmsg.MoveBaseActionGoal) {
+			w.mu.Lock()
+			w.goals[g.ID] = g
+			w.mu.Unlock()
+			switch int(m.Goal.TargetPose.Pose.Position.X) {
+			case doAccept:
+				w.srv.Accept(g)
+			case doReject:
+				w.srv.Reject(g, nil, "outside the map")
+			case doAbort:
+				w.srv.Accept(g)
+				w.srv.Abort(g, nil, "no valid plan")
+			}
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(w.srv.Close)
+	cNode := newNode(t, w.m, "bridge")
+	w.cli, err = NewClient[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ClientConf[rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback]{
+		Node: cNode, Name: "/move_base",
+		OnResult: func(g *Goal, _ *rosmsg.MoveBaseActionResult) { w.record("result " + g.ID) },
+		OnTerminal: func(g *Goal) {
+			s, _ := g.State()
+			w.record("terminal " + g.ID + " " + s.String())
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(w.cli.Close)
+	// Wait until both directions are connected: status reached the client
+	// and the client's goal publisher has the server as a subscriber.
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		_, ok := w.cli.StatusAge()
+		return ok && w.m.Connected("/bridge", "/move_base/goal", "/fake_move_base") &&
+			w.m.Connected("/bridge", "/move_base/cancel", "/fake_move_base")
+	}, "client and server never connected")
+	return w
+}
+
+func (w *wire) record(e string) {
+	w.mu.Lock()
+	w.events = append(w.events, e)
+	w.mu.Unlock()
+}
+
+func (w *wire) eventsOf(id string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, e := range w.events {
+		if strings.HasSuffix(e, " "+id) || strings.Contains(e, " "+id+" ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (w *wire) serverGoal(t *testing.T, id string) *ServerGoal {
+	t.Helper()
+	var g *ServerGoal
+	rostest.Eventually(t, 5*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		g = w.goals[id]
+		return g != nil
+	}, "the server never got goal %s", id)
+	return g
+}
+
+func (w *wire) send(t *testing.T, behaviour int) (*Goal, State) {
+	t.Helper()
+	m := &rosmsg.MoveBaseActionGoal{}
+	m.Goal.TargetPose.Pose.Position.X = float64(behaviour)
+	m.Goal.TargetPose.Pose.Orientation.W = 1
+	g, err := w.cli.Send(m, "bridge")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := g.WaitAck(ctx)
+	require.NoError(t, err, "goal %s was never acknowledged", g.ID)
+	return g, s
+}
+
+func waitDone(t *testing.T, g *Goal) State {
+	t.Helper()
+	select {
+	case <-g.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("goal %s never ended", g.ID)
+	}
+	s, _ := g.State()
+	return s
+}
+
+func TestWire_ActionlibOutcomes(t *testing.T) {
+	rostest.RequireTool(t, "rosmaster", "ros-core")
+	w := startWire(t)
+
+	t.Run("accepted, then SUCCEEDED with the result before the end", func(t *testing.T) {
+		g, ack := w.send(t, doAccept)
+		require.Equal(t, Active, ack)
+		w.srv.Succeed(w.serverGoal(t, g.ID), nil, "goal reached")
+		require.Equal(t, Succeeded, waitDone(t, g))
+		require.Equal(t, []string{"result " + g.ID, "terminal " + g.ID + " SUCCEEDED"}, w.eventsOf(g.ID))
+	})
+	t.Run("REJECTED is the acknowledgement", func(t *testing.T) {
+		g, ack := w.send(t, doReject)
+		require.Equal(t, Rejected, ack)
+		_, text := g.State()
+		require.Equal(t, "outside the map", text)
+		require.Equal(t, Rejected, waitDone(t, g))
+	})
+	t.Run("ABORTED after acceptance", func(t *testing.T) {
+		g, _ := w.send(t, doAbort)
+		require.Equal(t, Aborted, waitDone(t, g))
+		require.False(t, g.CancelRequested())
+	})
+	t.Run("cancel before acceptance RECALLS it", func(t *testing.T) {
+		g, ack := w.send(t, doStayPending)
+		require.Equal(t, Pending, ack)
+		w.cli.Cancel(g)
+		require.Equal(t, Recalled, waitDone(t, g))
+		require.True(t, g.CancelRequested())
+	})
+	t.Run("cancel-all after acceptance PREEMPTS it", func(t *testing.T) {
+		g, _ := w.send(t, doAccept)
+		w.cli.CancelAll(time.Now())
+		require.Equal(t, Preempted, waitDone(t, g))
+		require.True(t, g.CancelRequested())
+	})
+	t.Run("PREEMPTED by the server alone is not this client's cancel", func(t *testing.T) {
+		g, _ := w.send(t, doAccept)
+		w.srv.Canceled(w.serverGoal(t, g.ID), nil, "preempted by a newer goal")
+		require.Equal(t, Preempted, waitDone(t, g))
+		require.False(t, g.CancelRequested())
+	})
+	t.Run("LOST when the server stops listing the goal", func(t *testing.T) {
+		g, _ := w.send(t, doAccept)
+		w.srv.Forget(w.serverGoal(t, g.ID))
+		require.Equal(t, Lost, waitDone(t, g))
+	})
+	t.Run("LOST by Expire when the server falls silent", func(t *testing.T) {
+		g, _ := w.send(t, doAccept)
+		// The server's process hangs: no more status, no result.
+		w.srv.Close()
+		rostest.Eventually(t, 10*time.Second, func() bool {
+			w.cli.Expire(200 * time.Millisecond)
+			return ended(g)
+		}, "goal %s never expired", g.ID)
+		s, text := g.State()
+		require.Equal(t, Lost, s)
+		require.Contains(t, text, "no status from the action server")
+	})
+}
