@@ -7,6 +7,8 @@ DATA_DIR ?= ./var
 GOLANGCI_LINT_VERSION ?= v2.15.0
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+CRASH_ITERATIONS ?= 200
+CRASH_SEED ?=
 # Debian packages the integration tests meet for real: a ROS master and
 # peers, an MQTT broker and clients, a browser for the console, promtool.
 TEST_DEBS := ros-core python3-actionlib mosquitto mosquitto-clients chromium prometheus
@@ -42,6 +44,11 @@ lint: ## golangci-lint (pinned) + go mod tidy -diff
 .PHONY: bench
 bench: ## run every benchmark once (speed targets are ratios within one run)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+.PHONY: crash-loop
+crash-loop: ## kill -9 the real binary mid-task $(CRASH_ITERATIONS) times (seed: CRASH_SEED) and check nothing is lost
+	ROBOT_BRIDGE_CRASH_ITERATIONS=$(CRASH_ITERATIONS) ROBOT_BRIDGE_CRASH_SEED=$(CRASH_SEED) \
+	  $(GO) test -run '^TestCrash_KillNineLosesNothing$$' -count=1 -v -timeout 60m ./cmd/robot-bridge
 
 .PHONY: fuzz-short
 fuzz-short: ## run every fuzz target for $(FUZZTIME)
