@@ -30,8 +30,15 @@ const consoleTasksShown = 25
 // cancellation run through exactly the code (and the authentication) an
 // API client reaches, and the token never reaches the browser.
 func (b *Bridge) mountConsole() {
-	ring := console.NewRing(0)
-	ring.Attach(b.bus)
+	// The audit trail is the durable store's (ConsoleAudit, store.go);
+	// the console's in-memory ring is only the fallback of a bridge
+	// without one.
+	audit := console.AuditFunc(b.ConsoleAudit)
+	if b.dur == nil {
+		ring := console.NewRing(0)
+		ring.Attach(b.bus)
+		audit = ring.Recent
+	}
 	operator := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("Authorization", "Bearer "+b.tokens.Operator)
 		b.api.Handler().ServeHTTP(w, r)
@@ -42,7 +49,7 @@ func (b *Bridge) mountConsole() {
 		Snapshot:      b.consoleSnapshot,
 		Bus:           b.bus,
 		Transform:     consoleEventData,
-		Audit:         ring.Recent,
+		Audit:         audit,
 		Clock:         b.clock,
 		Logger:        b.conf.Logger,
 	})

@@ -136,6 +136,48 @@ func TestE2E_ConsoleInBrowser(t *testing.T) {
 	// The audit trail shows the decision and its reason.
 	br.poll("audit shows the denial", `document.getElementById('audit').textContent.includes(`+q(reason)+`)`, 5*time.Second)
 
+	// --- Grant for minutes from a request, then revoke from the console ---
+	env = h.call("move_arm_to", args(map[string]any{"pose": "stowed"}, "session_id", "console-e2e"))
+	grantTask := taskID(t, env)
+	grantItem := `#queue li[data-task-id=` + q(grantTask) + `]`
+	br.run("grant dialog", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(grantItem)),
+		chromedp.Click(chromedp.CSS(grantItem+` button[aria-label^="Approve and grant"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#grant-dialog[open]`)),
+	)
+	require.Equal(t, "stowed", evalJS[string](br, `document.getElementById('grant-list').value`), "the grant's bounds start from the request")
+	br.shot("grant-dialog")
+	br.run("grant", 10*time.Second,
+		chromedp.Click(chromedp.ID("grant-ok")),
+		chromedp.WaitNotPresent(chromedp.CSS(grantItem)),
+		chromedp.WaitVisible(chromedp.CSS(`#grants li[data-kind="scoped"]`)),
+	)
+	require.Equal(t, "succeeded", taskData(h.waitTask(grantTask, 20*time.Second))["status"])
+	// Inside the grant the next call needs no operator.
+	env = h.call("move_arm_to", args(map[string]any{"pose": "stowed"}, "session_id", "console-e2e"))
+	covered := taskID(t, env)
+	require.Equal(t, "succeeded", taskData(h.waitTask(covered, 20*time.Second))["status"], "covered by the grant, nobody approved it")
+	a := approvalOfTask(t, h, covered)
+	require.Equal(t, "approved", a["status"])
+	require.Contains(t, a["reason"], "covered by scoped grant")
+	// Revoked from the console, the very next call waits for an operator.
+	br.run("revoke", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#grants li[data-kind="scoped"] button`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#grants li[data-kind="scoped"]`)),
+	)
+	env = h.call("move_arm_to", args(map[string]any{"pose": "stowed"}, "session_id", "console-e2e"))
+	afterRevoke := taskID(t, env)
+	h.pendingApproval(afterRevoke) // a revoked grant authorizes nothing
+
+	// --- Cancel a task from the console ---
+	cancelBtn := `#tasks li[data-task-id=` + q(afterRevoke) + `] button`
+	br.run("cancel task", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(cancelBtn)),
+		chromedp.Click(chromedp.CSS(cancelBtn)),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks li[data-task-id=`+q(afterRevoke)+`][data-status="cancelled"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#queue li[data-task-id=`+q(afterRevoke)+`]`)),
+	)
+
 	// --- E-stop: motion refused until reset from the console ---
 	br.run("press e-stop", 10*time.Second, chromedp.Click(chromedp.ID("estop")))
 	br.poll("e-stop latched", `document.getElementById('app').dataset.estop === 'latched' && !document.getElementById('safety-banner').hidden`, 5*time.Second)
@@ -152,21 +194,27 @@ func TestE2E_ConsoleInBrowser(t *testing.T) {
 	require.False(t, h.b.Supervisor().Status().EStop.Active)
 	env = h.call("move_arm_to", args(map[string]any{"pose": "ready"}, "session_id", "console-e2e"))
 	require.Empty(t, errType(env), "motion is accepted again after the reset: %v", env)
-	afterID := taskID(t, env)
-
-	// --- Cancel a task from the console ---
-	cancelBtn := `#tasks li[data-task-id=` + q(afterID) + `] button`
-	br.run("cancel task", 10*time.Second,
-		chromedp.WaitVisible(chromedp.CSS(cancelBtn)),
-		chromedp.Click(chromedp.CSS(cancelBtn)),
-		chromedp.WaitVisible(chromedp.CSS(`#tasks li[data-task-id=`+q(afterID)+`][data-status="cancelled"]`)),
-	)
+	h.call("cancel_task", args(map[string]any{"task_id": taskID(t, env)}))
 
 	// --- Tablet width: e-stop still in view, nothing wider than the screen ---
 	br.run("tablet width", 10*time.Second, chromedp.EmulateViewport(768, 1024))
 	br.poll("tablet layout", `(() => { const r = document.getElementById('estop').getBoundingClientRect();
 		return r.width >= 80 && r.right <= innerWidth && r.bottom <= innerHeight && document.documentElement.scrollWidth <= innerWidth; })()`, 5*time.Second)
 	br.shot("tablet")
+}
+
+// approvalOfTask returns the approval request of a task, in any status.
+func approvalOfTask(t *testing.T, h *harness, task string) map[string]any {
+	t.Helper()
+	code, body := h.do("GET", "/v1/approvals", h.operator, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	for _, a := range body["approvals"].([]any) {
+		if m := a.(map[string]any); m["task_id"] == task {
+			return m
+		}
+	}
+	t.Fatalf("no approval request for task %s", task)
+	return nil
 }
 
 // TestE2E_EventStream checks GET /v1/events: headers, the hello snapshot
@@ -283,13 +331,13 @@ func TestE2E_ApprovalLifecycleOverHTTP(t *testing.T) {
 		env := h.call("move_base_to", args(map[string]any{"x": 0.5, "y": 0.0}))
 		id := taskID(t, env)
 		require.Equal(t, "succeeded", taskData(h.waitTask(id, 20*time.Second))["status"])
+		require.Contains(t, approvalOfTask(t, h, id)["reason"], grantID, "the grant approved it")
 		require.Equal(t, before+1, motionCommands(h.sim))
 		// When the agent moves outside it, the call waits for an operator
 		before = motionCommands(h.sim)
 		env = h.call("move_base_to", args(map[string]any{"x": 2.0, "y": -2.0}))
 		out := taskID(t, env)
-		require.Equal(t, "awaiting_approval", env["task"].(map[string]any)["status"], "outside the bounds needs an operator: %v", env)
-		h.pendingApproval(out)
+		h.pendingApproval(out) // outside the bounds needs an operator
 		h.call("cancel_task", args(map[string]any{"task_id": out}))
 		h.waitTask(out, 5*time.Second)
 		require.Equal(t, before, motionCommands(h.sim), "nothing moved outside the grant")
@@ -299,7 +347,7 @@ func TestE2E_ApprovalLifecycleOverHTTP(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%v", body)
 		env = h.call("move_base_to", args(map[string]any{"x": 0.0, "y": 0.0}))
 		next := taskID(t, env)
-		require.Equal(t, "awaiting_approval", env["task"].(map[string]any)["status"], "a revoked grant authorizes nothing: %v", env)
+		h.pendingApproval(next) // a revoked grant authorizes nothing
 		h.call("cancel_task", args(map[string]any{"task_id": next}))
 		h.waitTask(next, 5*time.Second)
 		require.Equal(t, before, motionCommands(h.sim))
@@ -323,7 +371,7 @@ func TestE2E_ApprovalLifecycleOverHTTP(t *testing.T) {
 		before := motionCommands(h.sim)
 		env := h.call("move_arm_to", args(map[string]any{"pose": "ready"}))
 		id := taskID(t, env)
-		require.Equal(t, "awaiting_approval", env["task"].(map[string]any)["status"], "an expired grant authorizes nothing: %v", env)
+		h.pendingApproval(id) // an expired grant authorizes nothing
 		h.call("cancel_task", args(map[string]any{"task_id": id}))
 		h.waitTask(id, 5*time.Second)
 		require.Equal(t, before, motionCommands(h.sim))

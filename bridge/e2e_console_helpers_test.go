@@ -87,8 +87,27 @@ func (b *browser) run(step string, max time.Duration, actions ...chromedp.Action
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.shot("failed-" + step)
-		b.t.Fatalf("browser step %q: %v", step, err)
+		b.t.Fatalf("browser step %q: %v; page: %s", step, err, b.pageState())
 	}
+}
+
+// pageState describes the console page for a failure message: the live
+// stream, the last message shown, open dialogs and the queue.
+func (b *browser) pageState() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		live: document.getElementById('app').dataset.live,
+		toast: document.getElementById('toast').textContent,
+		dialogs: [...document.querySelectorAll('dialog[open]')].map(d => d.id),
+		queue: [...document.querySelectorAll('#queue li')].map(li => li.dataset.taskId),
+		tasks: [...document.querySelectorAll('#tasks li')].map(li => li.dataset.taskId + ':' + li.dataset.status),
+		focus: document.activeElement && (document.activeElement.id || document.activeElement.tagName),
+	})`))
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return s
 }
 
 // eval evaluates a JavaScript expression and returns its result.
