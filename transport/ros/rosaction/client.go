@@ -57,6 +57,16 @@ type ClientConf[AR, AF any] struct {
 	// OnResult before OnTerminal, whichever of the two topics arrives
 	// first.
 	ResultTimeout time.Duration
+	// ResendPeriod is how often a goal the server has not acknowledged is
+	// published again, with the same id (optional). It defaults to 50ms.
+	// TCPROS delivers nothing to a subscriber whose connection is still
+	// being set up, so a goal sent just after the server (re)started can
+	// vanish; actionlib servers ignore a goal id they already hold, so
+	// sending it again is harmless. Resending stops at the first word
+	// from the server, at a cancel, or after ResendFor.
+	ResendPeriod time.Duration
+	// ResendFor bounds the resending (optional). It defaults to 5s.
+	ResendFor time.Duration
 }
 
 // Client is an actionlib client for one action.
@@ -190,6 +200,12 @@ func NewClient[AG, AR, AF any, PG GoalMsg[AG], PR StatusMsg[AR], PF StatusMsg[AF
 	if conf.ResultTimeout <= 0 {
 		conf.ResultTimeout = time.Second
 	}
+	if conf.ResendPeriod <= 0 {
+		conf.ResendPeriod = 50 * time.Millisecond
+	}
+	if conf.ResendFor <= 0 {
+		conf.ResendFor = 5 * time.Second
+	}
 	c := &Client[AG, AR, AF, PG, PR, PF]{conf: conf, goals: map[string]*Goal{}}
 	var err error
 	fail := func(what string, err error) (*Client[AG, AR, AF, PG, PR, PF], error) {
@@ -239,7 +255,37 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Send(goal PG, idPrefix string) (*Goal, 
 	}
 	g := c.track(goal, idPrefix)
 	c.goalPub.Write(goal)
+	go c.resend(g, goal)
 	return g, nil
+}
+
+// resend publishes goal again every ResendPeriod until the server first
+// mentions it, this client cancels it, the client closes, or ResendFor
+// passes (see ClientConf.ResendPeriod).
+func (c *Client[AG, AR, AF, PG, PR, PF]) resend(g *Goal, goal PG) {
+	t := time.NewTicker(c.conf.ResendPeriod)
+	defer t.Stop()
+	stop := time.After(c.conf.ResendFor)
+	for {
+		select {
+		case <-g.acked:
+			return
+		case <-g.done:
+			return
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if c.closed.Load() || g.CancelRequested() {
+			return
+		}
+		select {
+		case <-g.acked:
+			return
+		default:
+		}
+		c.goalPub.Write(goal)
+	}
 }
 
 // track stamps goal with a fresh id and starts tracking it, before it is

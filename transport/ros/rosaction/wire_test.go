@@ -207,3 +207,42 @@ func TestWire_ActionlibOutcomes(t *testing.T) {
 		require.Contains(t, text, "no status from the action server")
 	})
 }
+
+func TestWire_GoalSentBeforeTheServerConnectedIsResent(t *testing.T) {
+	// Given a client whose server is not up yet (TCPROS would drop the goal)
+	m := rostest.StartMaster(t)
+	cli, err := NewClient[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ClientConf[rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback]{
+		Node: newNode(t, m, "bridge"), Name: "/late_move_base",
+	})
+	require.NoError(t, err)
+	t.Cleanup(cli.Close)
+	m1 := &rosmsg.MoveBaseActionGoal{}
+	m1.Goal.TargetPose.Pose.Orientation.W = 1
+	g, err := cli.Send(m1, "bridge")
+	require.NoError(t, err)
+
+	// When the server comes up afterwards
+	got := make(chan *ServerGoal, 10)
+	srv, err := NewServer[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ServerConf[rosmsg.MoveBaseActionGoal]{
+		Node: newNode(t, m, "late_server"), Name: "/late_move_base",
+		OnGoal: func(sg *ServerGoal, _ *rosmsg.MoveBaseActionGoal) { got <- sg },
+	})
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+
+	// Then the goal reaches it, once, and is acknowledged
+	var sg *ServerGoal
+	select {
+	case sg = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the goal never reached the late server")
+	}
+	require.Equal(t, g.ID, sg.ID)
+	srv.Accept(sg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := g.WaitAck(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Active, s)
+	require.Empty(t, got, "the server ignores the same goal id sent again")
+}
