@@ -73,9 +73,27 @@ func (d *Driver) runDrive(dg *driveGoal) {
 	}
 }
 
+// Controller gains: the braking profile keeps a margin on the
+// acceleration limits, and the gains set the approach near zero error.
+const (
+	brakeMargin = 0.9
+	linGain     = 2.0 // 1/s
+	angGain     = 4.0 // 1/s
+	turnInPlace = 0.35
+)
+
+// profile is the largest speed, toward a remaining distance or angle e
+// (signed), from which the base still stops in time with the margin,
+// capped by limit and by a linear gain near zero.
+func profile(e, limit, accel, gain float64) float64 {
+	a := math.Abs(e)
+	return math.Copysign(math.Min(limit, math.Min(math.Sqrt(2*brakeMargin*accel*a), gain*a)), e)
+}
+
 // control is a turn-then-drive unicycle law: face the target, drive with
 // heading correction and a braking profile, then turn to the final
-// heading. Speeds stay within the goal's caps and the configured limits.
+// heading. Speeds stay within the goal's caps and the configured limits,
+// and follow the same profile the supervisor's deadline assumes.
 func (d *Driver) control(g robot.BaseGoal, p robot.Pose2D) (v, w float64, done bool) {
 	bc := d.set.cfg.Base
 	maxV, maxW := bc.MaxLinearSpeed, bc.MaxAngularSpeed
@@ -85,21 +103,20 @@ func (d *Driver) control(g robot.BaseGoal, p robot.Pose2D) (v, w float64, done b
 	if g.MaxAngular > 0 {
 		maxW = math.Min(maxW, g.MaxAngular)
 	}
-	clampW := func(x float64) float64 { return math.Max(-maxW, math.Min(maxW, x)) }
 	dx, dy := g.Target.X-p.X, g.Target.Y-p.Y
 	dist := math.Hypot(dx, dy)
 	if dist > bc.GoalTolerance*0.5 {
 		he := robot.NormalizeAngle(math.Atan2(dy, dx) - p.Theta)
-		if math.Abs(he) > 0.5 {
-			return 0, clampW(2 * he), false
+		w = profile(he, maxW, bc.MaxAngularAccel, angGain)
+		if math.Abs(he) > turnInPlace {
+			return 0, w, false
 		}
-		v = math.Min(maxV, math.Min(1.5*dist, math.Sqrt(2*bc.MaxLinearAccel*dist)))
-		return v, clampW(2 * he), false
+		return profile(dist, maxV, bc.MaxLinearAccel, linGain) * math.Cos(he), w, false
 	}
 	if !g.IgnoreTheta {
 		e := robot.NormalizeAngle(g.Target.Theta - p.Theta)
 		if math.Abs(e) > robot.Radians(bc.YawToleranceDeg)*0.5 {
-			w := clampW(2 * e)
+			w := profile(e, maxW, bc.MaxAngularAccel, angGain)
 			if math.Abs(w) < 0.05 {
 				w = math.Copysign(0.05, e)
 			}

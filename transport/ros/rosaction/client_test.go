@@ -54,7 +54,7 @@ type event struct {
 	d    time.Duration
 }
 
-func status(s State) event                 { return event{kind: "status", s: s} }
+func status(s State) event                  { return event{kind: "status", s: s} }
 func statusText(s State, text string) event { return event{kind: "status", s: s, text: text} }
 func result(s State, text string) event     { return event{kind: "result", s: s, text: text} }
 func omitted() event                        { return event{kind: "omit"} }

@@ -19,8 +19,9 @@
 // A trajectory to the arm's current positions is a hold: the node stops
 // the simulator (which also stops the base, the simulator having no
 // separate arm stop). A cmd_vel Twist of zero stops the robot; a non-zero
-// one is followed by steering the simulator towards a carrot half a second
-// ahead, the simulator having no velocity interface.
+// one is followed by steering the simulator, at the Twist's speeds, towards
+// a carrot at least half a second and one braking distance ahead (beyond
+// the goal tolerance), the simulator having no velocity interface.
 //
 // The node re-registers with a restarted master on its own; Disconnect and
 // Connect let tests crash and restart the ROS side while the simulated

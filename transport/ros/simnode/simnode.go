@@ -625,6 +625,11 @@ func (c gripCanceler) Canceled(g *rosaction.ServerGoal, t string) {
 // carrotHorizon is how far ahead a cmd_vel Twist is turned into a goal.
 const carrotHorizon = 0.5 // s
 
+// onCmdVel emulates a velocity interface on the simulator's pose
+// controller: a Twist becomes a goal (a carrot) capped at the Twist's
+// speeds and far enough ahead that the controller neither counts it as
+// reached (it would be inside the goal tolerance for a slow Twist) nor
+// brakes before the next Twist replaces it. A zero Twist stops.
 func (n *Node) onCmdVel(m *geometry_msgs.Twist) {
 	if n.sim.LinkDrop() {
 		return
@@ -637,18 +642,39 @@ func (n *Node) onCmdVel(m *geometry_msgs.Twist) {
 		n.sim.Stop()
 		return
 	}
-	tr := n.sim.Truth()
-	p := tr.Base
-	th := p.Theta + w*carrotHorizon
-	mid := p.Theta + w*carrotHorizon/2
-	target := robot.Pose2D{X: p.X + v*carrotHorizon*math.Cos(mid), Y: p.Y + v*carrotHorizon*math.Sin(mid), Theta: robot.NormalizeAngle(th)}
+	bc := n.cfg.Base
+	p := n.sim.Truth().Base
+	goal := robot.BaseGoal{MaxLinear: math.Max(math.Abs(v), 0.01), MaxAngular: math.Max(math.Abs(w), 0.01)}
+	if v == 0 {
+		// Turning in place: a heading goal beyond the yaw tolerance.
+		ang := math.Abs(w)*carrotHorizon + w*w/(2*bc.MaxAngularAccel) + 2*robot.Radians(bc.YawToleranceDeg)
+		goal.Target = robot.Pose2D{X: p.X, Y: p.Y, Theta: robot.NormalizeAngle(p.Theta + math.Copysign(ang, w))}
+	} else {
+		// Driving: a point ahead along the arc's mean heading; the final
+		// heading does not matter, the next Twist moves the carrot.
+		lin := math.Abs(v)*carrotHorizon + v*v/(2*bc.MaxLinearAccel) + 2*bc.GoalTolerance
+		mid := p.Theta + w*carrotHorizon/2
+		goal.IgnoreTheta = true
+		for _, l := range []float64{lin, lin / 2, 2 * bc.GoalTolerance} {
+			// Near a wall the far carrot may be refused; come closer.
+			goal.Target = robot.Pose2D{X: p.X + math.Copysign(l, v)*math.Cos(mid), Y: p.Y + math.Copysign(l, v)*math.Sin(mid), Theta: mid}
+			if n.commandCmdVel(goal) == nil {
+				n.sim.Refresh()
+				return
+			}
+		}
+		return
+	}
+	_ = n.commandCmdVel(goal)
+	n.sim.Refresh()
+}
+
+func (n *Node) commandCmdVel(g robot.BaseGoal) error {
 	n.goalsMu.Lock()
 	n.cmdVelSeq++
 	id := fmt.Sprintf("cmd_vel-%d", n.cmdVelSeq)
 	n.goalsMu.Unlock()
-	_ = n.sim.Command(robot.Command{ID: id, Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: target,
-		MaxLinear: math.Max(math.Abs(v), 0.01), MaxAngular: math.Max(math.Abs(w), 0.01)}})
-	n.sim.Refresh()
+	return n.sim.Command(robot.Command{ID: id, Kind: robot.CmdMoveBase, Base: &g})
 }
 
 // publish is the simulator's state callback: it publishes the state on
