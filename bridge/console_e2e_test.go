@@ -24,11 +24,10 @@ import (
 // q quotes a string for a CSS attribute selector or a JavaScript literal.
 func q(s string) string { return strconv.Quote(s) }
 
-func TestE2E_ConsoleInBrowser(t *testing.T) {
-	h := startHarness(t, nil)
-	br := startBrowser(t)
-
-	// --- Sign in ---
+// signInConsole opens the console and signs in with the operator token,
+// until the live stream is open and the robot is on the map.
+func signInConsole(br *browser, h *harness) {
+	br.t.Helper()
 	br.run("sign in", 20*time.Second,
 		chromedp.Navigate(h.base+"/console/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
@@ -37,6 +36,14 @@ func TestE2E_ConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("estop")),
 	)
 	br.poll("live stream open", `document.getElementById('app').dataset.live === 'open' && !!document.getElementById('robot-marker')`, 10*time.Second)
+}
+
+func TestE2E_ConsoleInBrowser(t *testing.T) {
+	h := startHarness(t, nil)
+	br := startBrowser(t)
+
+	// --- Sign in ---
+	signInConsole(br, h)
 	br.shot("signed-in")
 	// The token is not kept anywhere script can read, and the session
 	// cookie is HttpOnly.
@@ -201,6 +208,37 @@ func TestE2E_ConsoleInBrowser(t *testing.T) {
 	br.poll("tablet layout", `(() => { const r = document.getElementById('estop').getBoundingClientRect();
 		return r.width >= 80 && r.right <= innerWidth && r.bottom <= innerHeight && document.documentElement.scrollWidth <= innerWidth; })()`, 5*time.Second)
 	br.shot("tablet")
+}
+
+// TestE2E_ConsoleStaleCloseDoesNotAnswerNextConfirmation is the
+// regression test of a bug the browser test caught under load: the
+// confirmation took its answer from the dialog's close event, which the
+// browser queues; a cancelled confirmation's close, delivered after Enter
+// had opened the next one, answered that one "no", so the operator's
+// confirm press then did nothing. The answer now comes from the button.
+func TestE2E_ConsoleStaleCloseDoesNotAnswerNextConfirmation(t *testing.T) {
+	h := startHarness(t, nil)
+	br := startBrowser(t)
+	signInConsole(br, h)
+	id := taskID(t, h.call("move_arm_to", args(map[string]any{"pose": "ready"})))
+	item := `#queue li[data-task-id=` + q(id) + `]`
+	// Given an open confirmation
+	br.run("open confirmation", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(item)),
+		chromedp.Focus(chromedp.CSS(item)),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog[open]`)),
+	)
+	// When a stale close event arrives while it is open
+	evalJS[bool](br, `document.getElementById('confirm-dialog').dispatchEvent(new Event('close')) || true`)
+	// Then it is still open, and confirming approves
+	require.True(t, evalJS[bool](br, `document.getElementById('confirm-dialog').open`))
+	br.run("confirm", 10*time.Second,
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitNotPresent(chromedp.CSS(item)),
+	)
+	require.Equal(t, "approved", approvalOfTask(t, h, id)["status"])
+	h.waitTask(id, 20*time.Second)
 }
 
 // approvalOfTask returns the approval request of a task, in any status.

@@ -576,21 +576,33 @@
 
   // confirmAction shows a modal that starts on Cancel, so a second Enter
   // (or a held key) closes it without acting; only an explicit press of the
-  // confirm button resolves true.
+  // confirm button resolves true. The answer comes from the button pressed
+  // (the form's submit event, which fires at once), not from the dialog's
+  // close event: that one is queued, and under load a stale close of the
+  // previous confirmation can arrive after the next one opened.
+  let confirmResolve = null;
   function confirmAction(title, text, okLabel, danger) {
     const d = $('confirm-dialog');
     if (d.open) return Promise.resolve(false);
+    finishConfirm(false);
     $('confirm-title').textContent = title;
     $('confirm-text').textContent = text;
     const ok = $('confirm-ok');
     ok.textContent = okLabel;
     ok.className = danger ? 'danger' : 'primary';
-    d.returnValue = '';
     return new Promise((resolve) => {
-      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+      confirmResolve = resolve;
       d.showModal();
       $('confirm-cancel').focus();
     });
+  }
+
+  function finishConfirm(ok) {
+    const d = $('confirm-dialog');
+    const resolve = confirmResolve;
+    confirmResolve = null;
+    if (d.open) d.close(ok ? 'ok' : 'cancel');
+    if (resolve) resolve(ok);
   }
 
   async function approveFlow(id) {
@@ -770,6 +782,12 @@
   }
 
   function wire() {
+    $('confirm-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      finishConfirm(!!(e.submitter && e.submitter.id === 'confirm-ok'));
+    });
+    // Escape, or anything else that closes it, is a no.
+    $('confirm-dialog').addEventListener('cancel', (e) => { e.preventDefault(); finishConfirm(false); });
     $('signin-form').addEventListener('submit', onSignIn);
     $('sign-out').addEventListener('click', onSignOut);
     $('estop').addEventListener('click', onEStop);
