@@ -54,6 +54,8 @@ func (e *NotReadyError) Unwrap() error { return ErrNotReady }
 // acceptance, or never answered.
 type GoalError struct {
 	Action string
+	// GoalID is the actionlib goal id, empty when no goal was published.
+	GoalID string
 	// State is the actionlib state reported, empty when none was.
 	State string
 	// Text is the action server's explanation, if any.

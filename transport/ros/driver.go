@@ -687,15 +687,15 @@ func (d *Driver) sendGoal(ctx context.Context, a action, gen uint64, send func()
 			d.current[a] = ""
 		}
 		d.cmdMu.Unlock()
-		return &GoalError{Action: name, Err: fmt.Errorf("%w: %w", ErrNoAnswer, err)}
+		return &GoalError{Action: name, GoalID: g.ID, Err: fmt.Errorf("%w: %w", ErrNoAnswer, err)}
 	}
 	switch s {
 	case rosaction.Pending, rosaction.Active, rosaction.Succeeded:
 		return nil
 	case rosaction.Rejected:
-		return &GoalError{Action: name, State: s.String(), Text: text, Err: ErrGoalRejected}
+		return &GoalError{Action: name, GoalID: g.ID, State: s.String(), Text: text, Err: ErrGoalRejected}
 	}
-	return &GoalError{Action: name, State: s.String(), Text: text, Err: ErrGoalNotAccepted}
+	return &GoalError{Action: name, GoalID: g.ID, State: s.String(), Text: text, Err: ErrGoalNotAccepted}
 }
 
 // Refresh publishes the heartbeat the robot's command watchdog listens to
