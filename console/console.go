@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,8 +37,9 @@ const (
 	MaxAuditLimit = 1000
 	// maxSignInBody bounds the sign-in request body.
 	maxSignInBody = 4 << 10
-	// signInFailuresPerMinute bounds wrong-token guesses across all
-	// clients; past it sign-in answers 429 for the rest of the minute.
+	// signInFailuresPerMinute bounds one client address's wrong-token
+	// guesses; past it sign-in answers 429 to that address for the rest
+	// of the minute.
 	signInFailuresPerMinute = 10
 )
 
@@ -108,9 +110,8 @@ type Console struct {
 	srvMu   sync.Mutex
 	srvDone map[*http.Server]chan struct{} // guarded by srvMu
 
-	failMu      sync.Mutex
-	failWindow  time.Time // guarded by failMu
-	failInFrame int       // guarded by failMu
+	failMu sync.Mutex
+	fails  map[string]*failWindow // guarded by failMu; by client address
 }
 
 // New validates conf, fills defaults and returns the console.
@@ -162,6 +163,7 @@ func New(conf Conf) (*Console, error) {
 		sessions: newSessions(conf.Clock, conf.SessionTTL, conf.MaxSessions),
 		static:   http.StripPrefix("/console/", http.FileServerFS(sub)),
 		srvDone:  map[*http.Server]chan struct{}{},
+		fails:    map[string]*failWindow{},
 	}
 	c.routes()
 	return c, nil
@@ -339,7 +341,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnsupportedMediaType, "INVALID_PARAMS", "send the sign-in body as application/json")
 		return
 	}
-	if c.signInLocked() {
+	if c.signInLocked(r) {
 		w.Header().Set("Retry-After", "60")
 		writeAPIError(w, http.StatusTooManyRequests, "RATE_LIMITED", "too many wrong tokens in the last minute; wait a minute and try again")
 		return
@@ -355,7 +357,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !equalSecret(tok, c.conf.OperatorToken) {
-		c.signInFailed()
+		c.signInFailed(r)
 		c.log.Warn("console sign-in with a wrong token", "remote", r.RemoteAddr)
 		writeAPIError(w, http.StatusUnauthorized, "PERMISSION_DENIED", "that is not the operator token")
 		return
@@ -369,23 +371,61 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionView{Operator: "operator", CSRFToken: ss.csrf, ExpiresAt: ss.expires})
 }
 
-func (c *Console) signInLocked() bool {
-	c.failMu.Lock()
-	defer c.failMu.Unlock()
-	if c.clock.Since(c.failWindow) >= time.Minute {
-		return false
-	}
-	return c.failInFrame >= signInFailuresPerMinute
+// failWindow counts one client's wrong tokens in the current minute.
+type failWindow struct {
+	start time.Time
+	n     int
 }
 
-func (c *Console) signInFailed() {
+// maxFailClients bounds the wrong-token table; past it, the oldest
+// windows are forgotten first.
+const maxFailClients = 1024
+
+// clientKey is the client's address without the port: the unit sign-in
+// failures are counted by, so one client guessing cannot lock another
+// (the operator who needs the e-stop) out.
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (c *Console) signInLocked(r *http.Request) bool {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	w, ok := c.fails[clientKey(r)]
+	if !ok || c.clock.Since(w.start) >= time.Minute {
+		return false
+	}
+	return w.n >= signInFailuresPerMinute
+}
+
+func (c *Console) signInFailed(r *http.Request) {
 	c.failMu.Lock()
 	defer c.failMu.Unlock()
 	now := c.clock.Now()
-	if now.Sub(c.failWindow) >= time.Minute {
-		c.failWindow, c.failInFrame = now, 0
+	key := clientKey(r)
+	w, ok := c.fails[key]
+	if !ok || now.Sub(w.start) >= time.Minute {
+		if len(c.fails) >= maxFailClients {
+			for k, v := range c.fails {
+				if now.Sub(v.start) >= time.Minute {
+					delete(c.fails, k)
+				}
+			}
+			for k := range c.fails {
+				if len(c.fails) < maxFailClients {
+					break
+				}
+				delete(c.fails, k)
+			}
+		}
+		w = &failWindow{start: now}
+		c.fails[key] = w
 	}
-	c.failInFrame++
+	w.n++
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {

@@ -122,6 +122,17 @@ func TestSignIn(t *testing.T) {
 		// Then sign-in works again
 		require.Equal(t, http.StatusOK, f.serve("POST", "/console/api/session", `{"token":"`+testToken+`"}`, nil).Code)
 	})
+	t.Run("one client guessing does not lock another out", func(t *testing.T) {
+		f := newFixture(t, nil)
+		for range signInFailuresPerMinute + 1 {
+			r := httptest.NewRequest("POST", "/console/api/session", strings.NewReader(`{"token":"wrong-token-wrong-token"}`))
+			r.Header.Set("Content-Type", "application/json")
+			r.RemoteAddr = "10.0.0.66:4242"
+			f.c.Handler().ServeHTTP(httptest.NewRecorder(), r)
+		}
+		// httptest requests come from 192.0.2.1.
+		require.Equal(t, http.StatusOK, f.serve("POST", "/console/api/session", `{"token":"`+testToken+`"}`, nil).Code)
+	})
 }
 
 func TestSession_ExpiresAndSignsOut(t *testing.T) {
