@@ -94,10 +94,20 @@ const (
 // comes from the config.
 func bootROSBridge(t *testing.T, cfg *hwconfig.Config) *harness {
 	t.Helper()
+	b := newROSBridge(t, cfg)
+	return &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
+		agent: rosAgentToken, operator: rosOperatorToken,
+		client: &http.Client{Timeout: 90 * time.Second}}
+}
+
+// newROSBridge starts a bridge on cfg with the test tokens and stops it
+// when the test or benchmark ends.
+func newROSBridge(tb testing.TB, cfg *hwconfig.Config) *Bridge {
+	tb.Helper()
 	b, err := New(Conf{
 		Config:  cfg,
 		Listen:  "127.0.0.1:0",
-		DataDir: t.TempDir(),
+		DataDir: tb.TempDir(),
 		Env: func(k string) string {
 			switch k {
 			case "ROBOT_BRIDGE_AGENT_TOKEN":
@@ -110,14 +120,12 @@ func bootROSBridge(t *testing.T, cfg *hwconfig.Config) *harness {
 			return ""
 		},
 	})
-	require.NoError(t, err)
-	require.NoError(t, b.Start(context.Background()))
-	t.Cleanup(func() {
+	require.NoError(tb, err)
+	require.NoError(tb, b.Start(context.Background()))
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, b.Stop(ctx))
+		require.NoError(tb, b.Stop(ctx))
 	})
-	return &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
-		agent: rosAgentToken, operator: rosOperatorToken,
-		client: &http.Client{Timeout: 90 * time.Second}}
+	return b
 }

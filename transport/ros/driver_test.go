@@ -30,7 +30,7 @@ import (
 // outcome of a move_base server reaches the supervisor (a Send error, or a
 // robot fault code in the state).
 
-func loadConfig(t *testing.T, file, uri string, edit func(*hwconfig.Config)) *hwconfig.Config {
+func loadConfig(t testing.TB, file, uri string, edit func(*hwconfig.Config)) *hwconfig.Config {
 	t.Helper()
 	c, err := hwconfig.Load(filepath.Join("..", "..", "hw-configs", file))
 	require.NoError(t, err)
