@@ -63,6 +63,25 @@ fuzz-short: ## run every fuzz target for $(FUZZTIME)
 diagram: ## regenerate the task lifecycle diagram in ARCHITECTURE.md from the fsm table
 	$(GO) run ./cmd/robot-bridge lifecycle --write ARCHITECTURE.md
 
+# Protobuf codegen: buf and both plugins come from the Go module proxy via
+# `go run` (the plugins at the versions go.mod pins; see proto/buf.gen.yaml).
+BUF_VERSION ?= v1.75.0
+BUF := $(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+PROTO_SUMS := gen/robotbridge/v1/SOURCES.sha256
+
+.PHONY: proto
+proto: ## lint proto/, regenerate gen/ (Go + connect) and record the checksums the freshness test checks
+	$(BUF) lint proto
+	$(BUF) generate --template proto/buf.gen.yaml
+	LC_ALL=C sha256sum $$(find proto -type f \( -name '*.proto' -o -name 'buf*.yaml' \) | LC_ALL=C sort) \
+	  $$(find gen -type f -name '*.go' | LC_ALL=C sort) > $(PROTO_SUMS)
+
+.PHONY: proto-check
+proto-check: ## regenerate into a temp dir and fail if the committed gen/ differs
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(BUF) generate --template proto/buf.gen.yaml -o "$$tmp" && \
+	  diff -r -x '*.sha256' "$$tmp/gen" gen && echo "gen/ is up to date"
+
 .PHONY: clean
 clean: ## remove build output and the default data dir
 	rm -rf bin var

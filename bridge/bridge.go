@@ -193,6 +193,7 @@ func (b *Bridge) mountRoutes() {
 	}
 	b.api.Mount("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}), toolapi.RolePublic)
 	b.mountConsole()
+	b.mountGRPC()
 	b.handler = b.api.Handler()
 }
 
@@ -245,7 +246,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 		_ = b.drv.Close()
 		return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
 	}
-	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second, Protocols: serverProtocols()}
 	b.ln, b.srv, b.cancel, b.started = ln, srv, cancel, true
 	b.done = make(chan struct{})
 	go func() {

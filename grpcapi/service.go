@@ -1,0 +1,291 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	robotbridgev1 "github.com/robot-bridge/robot-bridge/gen/robotbridge/v1"
+	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
+	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Tools is the tool API as this front end needs it: the one call path and
+// the registry it lists. *toolapi.Server implements it.
+type Tools interface {
+	Call(ctx context.Context, p toolapi.Principal, req toolapi.CallRequest) toolapi.Envelope
+	Registry() *toolapi.Registry
+}
+
+// Authenticator maps a request's headers (gRPC metadata) to the caller.
+// toolapi.Tokens implements it, so this front end accepts exactly the
+// bearer tokens the HTTP API and MCP accept.
+type Authenticator interface {
+	Authenticate(h http.Header) (toolapi.Principal, error)
+}
+
+var (
+	_ Tools                                   = (*toolapi.Server)(nil)
+	_ Authenticator                           = toolapi.Tokens{}
+	_ robotbridgev1connect.ToolServiceHandler = (*Service)(nil)
+)
+
+// ErrConf is the root of every configuration error of New.
+var ErrConf = errors.New("grpcapi: invalid conf")
+
+// requiredRole is what every RPC of ToolService needs: the agent's role
+// (the operator's includes it), as the HTTP tool routes do.
+const requiredRole = toolapi.RoleAgent
+
+// maxIDLen bounds session ids and idempotency keys, as the HTTP API does.
+const maxIDLen = 256
+
+// Conf configures a Service.
+type Conf struct {
+	// Tools is the tool API every RPC goes through (required).
+	Tools Tools
+	// Auth authenticates the bearer token in the authorization header
+	// (required); pass the bridge's toolapi.Tokens.
+	Auth Authenticator
+	// Logger receives structured logs (optional). It defaults to
+	// slog.Default(). Tokens and arguments are never logged.
+	Logger *slog.Logger
+	// MaxWait caps GetTask's wait_ms (optional). It defaults to 60s,
+	// get_task's schema maximum, so a longer wait is shortened as over
+	// HTTP instead of failing validation.
+	MaxWait time.Duration
+	// MaxRequestBytes bounds one request message (optional). It defaults
+	// to 1 MiB, the HTTP API's body limit; a larger one is answered
+	// RESOURCE_EXHAUSTED.
+	MaxRequestBytes int
+}
+
+func (c *Conf) fill() error {
+	switch {
+	case c.Tools == nil:
+		return fmt.Errorf("%w: Tools is required", ErrConf)
+	case c.Auth == nil:
+		return fmt.Errorf("%w: Auth is required", ErrConf)
+	case c.MaxWait < 0:
+		return fmt.Errorf("%w: MaxWait must not be negative", ErrConf)
+	case c.MaxRequestBytes < 0:
+		return fmt.Errorf("%w: MaxRequestBytes must not be negative", ErrConf)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 60 * time.Second
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 1 << 20
+	}
+	return nil
+}
+
+// Service implements robotbridge.v1.ToolService on top of the tool API.
+// It holds no state of its own: everything that matters (idempotency,
+// loop guard, tasks) lives behind Tools.
+type Service struct {
+	conf Conf
+	log  *slog.Logger
+}
+
+// New returns a Service; it fails if conf lacks Tools or Auth. Errors wrap
+// ErrConf and name the field.
+func New(conf Conf) (*Service, error) {
+	if err := conf.fill(); err != nil {
+		return nil, err
+	}
+	return &Service{conf: conf, log: conf.Logger.With("component", "grpcapi")}, nil
+}
+
+// Handler returns the path prefix to mount ("/robotbridge.v1.ToolService/")
+// and its handler, which speaks gRPC, gRPC-Web and Connect. Plain gRPC
+// clients need HTTP/2: serve it over TLS or enable unencrypted HTTP/2 on
+// the http.Server (Protocols.SetUnencryptedHTTP2). The handler does its
+// own authentication, answering UNAUTHENTICATED or PERMISSION_DENIED in
+// the caller's protocol, so mount it without the HTTP middleware's role
+// check (toolapi.RolePublic); behind it, it uses the principal the
+// middleware found.
+func (s *Service) Handler() (string, http.Handler) {
+	return robotbridgev1connect.NewToolServiceHandler(s,
+		connect.WithInterceptors(authInterceptor{s}),
+		connect.WithReadMaxBytes(s.conf.MaxRequestBytes),
+		connect.WithRecover(s.recovered),
+	)
+}
+
+// recovered turns a panic in a handler into INTERNAL without its text, so
+// the client never sees internals and the connection survives.
+func (s *Service) recovered(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
+	s.log.Error("rpc panic", "procedure", spec.Procedure, "panic", fmt.Sprint(v))
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+// ListTools implements robotbridgev1connect.ToolServiceHandler.
+func (s *Service) ListTools(context.Context, *connect.Request[robotbridgev1.ListToolsRequest]) (*connect.Response[robotbridgev1.ListToolsResponse], error) {
+	tools := s.conf.Tools.Registry().Tools()
+	out := &robotbridgev1.ListToolsResponse{Tools: make([]*robotbridgev1.Tool, len(tools))}
+	for i, t := range tools {
+		pt, err := ToolToProto(t.Info())
+		if err != nil {
+			s.log.Error("tool cannot be listed", "tool", t.Name, "err", err)
+			return nil, connect.NewError(connect.CodeInternal, errors.New("the tool list could not be encoded"))
+		}
+		out.Tools[i] = pt
+	}
+	return connect.NewResponse(out), nil
+}
+
+// CallTool implements robotbridgev1connect.ToolServiceHandler.
+func (s *Service) CallTool(ctx context.Context, req *connect.Request[robotbridgev1.CallToolRequest]) (*connect.Response[robotbridgev1.CallToolResponse], error) {
+	m := req.Msg
+	if err := checkIDs("session_id", m.GetSessionId(), "idempotency_key", m.GetIdempotencyKey()); err != nil {
+		return nil, err
+	}
+	env, err := s.call(ctx, toolapi.CallRequest{
+		Tool: m.GetTool(), Arguments: argumentsOf(m.GetArguments()), SessionID: m.GetSessionId(),
+		IdempotencyKey: m.GetIdempotencyKey(), Wait: time.Duration(m.GetWaitMs()) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&robotbridgev1.CallToolResponse{Envelope: env}), nil
+}
+
+// GetTask implements robotbridgev1connect.ToolServiceHandler. It is the
+// get_task tool, like GET /v1/tasks/{id}: a wait longer than MaxWait is
+// shortened to it.
+func (s *Service) GetTask(ctx context.Context, req *connect.Request[robotbridgev1.GetTaskRequest]) (*connect.Response[robotbridgev1.GetTaskResponse], error) {
+	m := req.Msg
+	if err := checkIDs("session_id", m.GetSessionId()); err != nil {
+		return nil, err
+	}
+	args := map[string]any{"task_id": m.GetTaskId()}
+	if ms := int64(m.GetWaitMs()); ms > 0 {
+		args["wait_ms"] = float64(min(ms, s.conf.MaxWait.Milliseconds()))
+	}
+	env, err := s.call(ctx, toolapi.CallRequest{Tool: toolapi.ToolGetTask, Arguments: args, SessionID: m.GetSessionId()})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&robotbridgev1.GetTaskResponse{Envelope: env}), nil
+}
+
+// CancelTask implements robotbridgev1connect.ToolServiceHandler. It is the
+// cancel_task tool, like POST /v1/tasks/{id}/cancel.
+func (s *Service) CancelTask(ctx context.Context, req *connect.Request[robotbridgev1.CancelTaskRequest]) (*connect.Response[robotbridgev1.CancelTaskResponse], error) {
+	m := req.Msg
+	if err := checkIDs("session_id", m.GetSessionId()); err != nil {
+		return nil, err
+	}
+	env, err := s.call(ctx, toolapi.CallRequest{Tool: toolapi.ToolCancelTask,
+		Arguments: map[string]any{"task_id": m.GetTaskId()}, SessionID: m.GetSessionId()})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&robotbridgev1.CancelTaskResponse{Envelope: env}), nil
+}
+
+// call runs req through the tool API as the authenticated caller and
+// converts the envelope. An envelope that cannot be encoded becomes an
+// INTERNAL envelope that still says where the robot is and which task the
+// call made, so the agent can follow it with GetTask.
+func (s *Service) call(ctx context.Context, req toolapi.CallRequest) (*robotbridgev1.Envelope, error) {
+	p, ok := toolapi.PrincipalFromContext(ctx)
+	if !ok {
+		// The interceptor always sets one; this is a wiring bug, and it
+		// must fail closed.
+		return nil, connect.NewError(connect.CodeUnauthenticated, toolapi.ErrNoToken)
+	}
+	env := s.conf.Tools.Call(ctx, p, req)
+	pe, err := EnvelopeToProto(env)
+	if err != nil {
+		s.log.Error("envelope cannot be encoded", "tool", env.Tool, "trace_id", toolapi.TraceIDFromContext(ctx), "err", err)
+		pe, _ = EnvelopeToProto(toolapi.Envelope{Tool: env.Tool, Robot: env.Robot, Task: env.Task,
+			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.Internal, "the result could not be encoded"))})
+	}
+	return pe, nil
+}
+
+// checkIDs rejects an over-long session id or idempotency key (pairs of
+// field name and value) as INVALID_ARGUMENT: like the HTTP API's 400, it
+// is a malformed request, not a tool failure.
+func checkIDs(fieldValue ...string) error {
+	for i := 0; i+1 < len(fieldValue); i += 2 {
+		if len(fieldValue[i+1]) > maxIDLen {
+			return connect.NewError(connect.CodeInvalidArgument,
+				fmt.Errorf("%s is %d bytes long; allowed: at most %d", fieldValue[i], len(fieldValue[i+1]), maxIDLen))
+		}
+	}
+	return nil
+}
+
+// authInterceptor authenticates every RPC, unary and streaming alike, so a
+// streaming method added later cannot be reached without a token.
+type authInterceptor struct{ s *Service }
+
+var _ connect.Interceptor = authInterceptor{}
+
+// WrapUnary implements connect.Interceptor.
+func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		ctx, err := a.s.authenticate(ctx, req.Spec().Procedure, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor; clients pass through.
+func (authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := a.s.authenticate(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// authenticate returns ctx carrying the caller, or the RPC error to answer:
+// UNAUTHENTICATED without a valid token, PERMISSION_DENIED for a role that
+// may not call the service. A principal the HTTP middleware already put in
+// ctx is used as is.
+func (s *Service) authenticate(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
+	p, ok := toolapi.PrincipalFromContext(ctx)
+	if !ok {
+		var err error
+		p, err = s.conf.Auth.Authenticate(h)
+		if err != nil {
+			s.log.Info("rpc rejected", "procedure", procedure, "code", connect.CodeUnauthenticated.String(),
+				"reason", err.Error(), "trace_id", toolapi.TraceIDFromContext(ctx))
+			cerr := connect.NewError(connect.CodeUnauthenticated, err)
+			cerr.Meta().Set("WWW-Authenticate", `Bearer realm="robot-bridge"`)
+			return ctx, cerr
+		}
+	}
+	if !p.Role.Allows(requiredRole) {
+		s.log.Info("rpc rejected", "procedure", procedure, "code", connect.CodePermissionDenied.String(),
+			"principal", p.Name, "trace_id", toolapi.TraceIDFromContext(ctx))
+		return ctx, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("the %q credential may not call %s; it needs the %s role", p.Role, procedure, requiredRole))
+	}
+	return toolapi.WithPrincipal(ctx, p), nil
+}
