@@ -34,7 +34,11 @@ type instantRobot struct {
 	// SendFunc, when set, can fail a send.
 	SendFunc func(robot.Command) error
 	seq      int
+	// down simulates a lost link (guarded by mu).
+	down bool
 }
+
+func (d *instantRobot) setLinkDown(down bool) { d.mu.Lock(); d.down = down; d.mu.Unlock() }
 
 var _ safety.Driver = (*instantRobot)(nil)
 
@@ -101,9 +105,9 @@ func (d *instantRobot) Stop(context.Context) error {
 	d.mu.Unlock()
 	return nil
 }
-func (d *instantRobot) Latest() (robot.State, bool)            { return d.hub.Latest() }
+func (d *instantRobot) Latest() (robot.State, bool)             { return d.hub.Latest() }
 func (d *instantRobot) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
-func (d *instantRobot) LinkUp() bool                           { return true }
+func (d *instantRobot) LinkUp() bool                            { d.mu.Lock(); defer d.mu.Unlock(); return !d.down }
 
 func (d *instantRobot) commands() []robot.Command {
 	d.mu.Lock()

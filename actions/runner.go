@@ -522,8 +522,23 @@ func (r *Runner) refuseLatched() error {
 		e.Suggestion = "tell the user that an operator must inspect the robot and clear the fault; do not retry"
 		return e
 	}
+	// A motion requested while the robot cannot be reached fails fast: no
+	// operator is asked to approve something that cannot be supervised.
+	if !s.LinkUp || !s.HaveState {
+		why := "the robot link is down"
+		if s.LinkUp {
+			why = "no state has arrived from the robot yet"
+		}
+		e := toolerr.New(toolerr.Unavailable, "%s; no motion can be requested until the bridge hears from the robot again", why).
+			With("link_up", s.LinkUp)
+		e.RetryAfter = linkRetryAfter
+		return e
+	}
 	return nil
 }
+
+// linkRetryAfter is the retry hint given while the robot link is down.
+const linkRetryAfter = 2 * time.Second
 
 func orNone(s string) string {
 	if s == "" {

@@ -189,6 +189,27 @@ func TestSubmit_RefusedWhileLatched(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestSubmit_LinkDownFailsFastWithoutAskingAnOperator is the regression
+// test for motions filed for approval while the robot was unreachable.
+func TestSubmit_LinkDownFailsFastWithoutAskingAnOperator(t *testing.T) {
+	b := newBench(t, benchOpt{})
+	// Given the robot link is down
+	b.bot.setLinkDown(true)
+	// When the agent asks for a motion
+	_, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
+	// Then it fails fast as UNAVAILABLE with a retry hint, and no operator is asked
+	require.Equal(t, toolerr.Unavailable, typeOf(err))
+	require.Positive(t, toolerr.As(err).RetryAfter)
+	b.appr.mu.Lock()
+	require.Empty(t, b.appr.requests)
+	b.appr.mu.Unlock()
+	require.Empty(t, b.bot.commands())
+	// And once the link is back the same call is accepted
+	b.bot.setLinkDown(false)
+	_, err = b.submit("move_arm_to", map[string]any{"pose": "ready"})
+	require.NoError(t, err)
+}
+
 func TestCancel_AwaitingApprovalWithdrawsAndSendsNothing(t *testing.T) {
 	b := newBench(t, benchOpt{})
 	v, err := b.submit("move_base_to", map[string]any{"location": "table"})
