@@ -529,6 +529,7 @@ func (pl *planner) graspPlan(id string, obj ObjectInfo, st robot.State, qPre, qG
 	s, d = pl.armFromStep("approach "+id, qPre, qGrasp, pl.armScale*0.5)
 	add(s, d)
 	closeStep, cd := pl.gripperStep("close the gripper on "+id, true)
+	closeStep.Command.Gripper.ObjectID = id
 	holding := func(s robot.State) error {
 		if s.Gripper == nil || s.Gripper.Holding != id {
 			what := "nothing"

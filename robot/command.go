@@ -50,6 +50,11 @@ type GripperGoal struct {
 	Close bool `json:"close"`
 	// Force is the grip force limit in newtons when closing.
 	Force float64 `json:"force,omitempty"`
+	// ObjectID names the object a grasp expects between the fingers. A
+	// transport whose robot can only tell "something is held" (a ROS
+	// GripperCommand that stalled short of closed) reports Holding as this
+	// id; one that knows what it holds (the simulator) ignores it.
+	ObjectID string `json:"object_id,omitempty"`
 }
 
 // Command is one motion command for a transport. Exactly one of Base, Arm,
