@@ -1,0 +1,137 @@
+package grpcapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/toolapi"
+)
+
+// Tokens of the tests (toolapi wants at least 16 characters).
+const (
+	agentToken    = "agent-token-for-grpcapi-tests"
+	operatorToken = "operator-token-for-grpcapi-tests"
+)
+
+var testTokens = toolapi.Tokens{Agent: agentToken, Operator: operatorToken}
+
+// testRegistry is the default robot's tool registry.
+func testRegistry(t *testing.T) *toolapi.Registry {
+	t.Helper()
+	cfg, err := hwconfig.Load(filepath.Join("..", "hw-configs", "sim-mobile-manipulator.yaml"))
+	require.NoError(t, err)
+	reg, err := toolapi.NewRegistry(cfg)
+	require.NoError(t, err)
+	return reg
+}
+
+// recordedCall is one call the fake tool API received.
+type recordedCall struct {
+	P   toolapi.Principal
+	Req toolapi.CallRequest
+}
+
+// fakeTools is a hand-written Tools: CallFn answers (nil: an ok envelope
+// naming the tool), and every call is recorded.
+type fakeTools struct {
+	reg    *toolapi.Registry
+	CallFn func(ctx context.Context, p toolapi.Principal, req toolapi.CallRequest) toolapi.Envelope
+
+	mu    sync.Mutex
+	calls []recordedCall
+}
+
+var _ Tools = (*fakeTools)(nil)
+
+func (f *fakeTools) Call(ctx context.Context, p toolapi.Principal, req toolapi.CallRequest) toolapi.Envelope {
+	f.mu.Lock()
+	f.calls = append(f.calls, recordedCall{P: p, Req: req})
+	f.mu.Unlock()
+	if f.CallFn != nil {
+		return f.CallFn(ctx, p, req)
+	}
+	return toolapi.Envelope{OK: true, Tool: req.Tool, Robot: "idle", Data: map[string]any{"echo": req.Arguments}}
+}
+
+func (f *fakeTools) Registry() *toolapi.Registry { return f.reg }
+
+func (f *fakeTools) recorded() []recordedCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recordedCall(nil), f.calls...)
+}
+
+// authFunc adapts a function to Authenticator.
+type authFunc func(h http.Header) (toolapi.Principal, error)
+
+func (f authFunc) Authenticate(h http.Header) (toolapi.Principal, error) { return f(h) }
+
+// testServer is a Service on a loopback httptest server speaking HTTP/1.1
+// and h2c, with a client per protocol.
+type testServer struct {
+	tools *fakeTools
+	url   string
+	h2c   *http.Client
+	h1    *http.Client
+}
+
+// wrap, when set, wraps the service's handler (to act as the HTTP
+// middleware that authenticates before it).
+func startService(t *testing.T, edit func(*Conf), wrap func(http.Handler) http.Handler) *testServer {
+	t.Helper()
+	ft := &fakeTools{reg: testRegistry(t)}
+	conf := Conf{Tools: ft, Auth: testTokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if edit != nil {
+		edit(&conf)
+	}
+	svc, err := New(conf)
+	require.NoError(t, err)
+	path, h := svc.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	tr1 := &http.Transport{}
+	t.Cleanup(tr1.CloseIdleConnections)
+	return &testServer{tools: ft, url: srv.URL, h2c: &http.Client{Transport: tr}, h1: &http.Client{Transport: tr1}}
+}
+
+// protocols are the wire protocols every behaviour is checked over.
+var protocols = []string{"grpc", "connect"}
+
+func (s *testServer) client(protocol string) robotbridgev1connect.ToolServiceClient {
+	if protocol == "grpc" {
+		return robotbridgev1connect.NewToolServiceClient(s.h2c, s.url, connect.WithGRPC())
+	}
+	return robotbridgev1connect.NewToolServiceClient(s.h1, s.url)
+}
+
+// request wraps msg with a bearer token ("" for none).
+func request[T any](msg *T, token string) *connect.Request[T] {
+	r := connect.NewRequest(msg)
+	if token != "" {
+		r.Header().Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
