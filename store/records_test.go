@@ -273,29 +273,38 @@ func TestSafetyEvents_FullQueueDropsAndCountsWithoutBlocking(t *testing.T) {
 	// Given a store whose writer is stuck on a slow disk and whose queue
 	// holds two records
 	release := make(chan struct{})
+	entered := make(chan struct{})
 	var once sync.Once
 	var drops []string
 	var mu sync.Mutex
 	s, _ := openTest(t, t.TempDir(), func(c *Conf) {
 		c.QueueSize = 2
 		c.LatchWait = 50 * time.Millisecond
-		c.beforeBatch = func() { once.Do(func() { <-release }) }
+		c.beforeBatch = func() { once.Do(func() { close(entered); <-release }) }
 		c.OnDrop = func(kind string) { mu.Lock(); drops = append(drops, kind); mu.Unlock() }
 	})
-	s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0}) // the writer takes it and blocks
-	time.Sleep(10 * time.Millisecond)
-	// When more events arrive than the queue holds
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // runs before the store's Close
+	s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0})
+	<-entered // the writer holds that one and waits on the disk
+	// When five more events arrive
 	for range 5 {
 		s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0})
 	}
-	// Then the excess is dropped and counted, and no call blocked
+	// And an e-stop latch, which waits at most LatchWait for room
+	s.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, At: t0, By: "op"})
+	// Then two are queued, the rest dropped and counted, and no call
+	// blocked for longer than LatchWait
 	mu.Lock()
-	got := len(drops)
+	got := append([]string(nil), drops...)
 	mu.Unlock()
-	require.GreaterOrEqual(t, got, 3)
-	require.Equal(t, int64(got), s.Dropped())
-	close(release)
+	require.Equal(t, []string{"safety_event", "safety_event", "safety_event", "safety_event"}, got)
+	require.Equal(t, int64(4), s.Dropped())
+	// And once the disk is back, what was queued is written
+	unblock()
 	flush(t, s)
+	require.Len(t, auditAll(t, s, AuditQuery{Type: "safety"}), 3)
 }
 
 func TestRecover_SettlesWhatThePreviousRunLeft(t *testing.T) {
