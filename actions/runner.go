@@ -540,6 +540,18 @@ func (r *Runner) refuseLatched() error {
 // linkRetryAfter is the retry hint given while the robot link is down.
 const linkRetryAfter = 2 * time.Second
 
+// operatorName names who decided, without doubling the word when the
+// credential itself is called "operator".
+func operatorName(by string) string {
+	switch by {
+	case "":
+		return "an operator"
+	case "operator":
+		return "the operator"
+	}
+	return "operator " + by
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "no reason given"
@@ -617,7 +629,7 @@ func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
 		te := toolerr.New(toolerr.ActionFailed, "the approval request was withdrawn (%s); nothing moved", orNone(d.Reason))
 		_ = r.fire(t, fsm.EvCancel, trOpts{by: orSomeone(d.By), reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	default:
-		te := toolerr.New(toolerr.ApprovalDenied, "operator %s denied %s: %q; nothing moved; %s; no task running", orSomeone(d.By), t.req.Tool, d.Reason, st.Summary()).
+		te := toolerr.New(toolerr.ApprovalDenied, "%s denied %s: %q; nothing moved; %s; no task running", operatorName(d.By), t.req.Tool, d.Reason, st.Summary()).
 			With("reason", d.Reason).With("denied_by", d.By)
 		_ = r.fire(t, fsm.EvDeny, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	}

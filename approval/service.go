@@ -168,6 +168,8 @@ func (g *grant) snapshot(now time.Time) Grant {
 	switch {
 	case s.RevokedAt != nil:
 		s.Status = GrantRevoked
+	case g.b == nil && g.started:
+		s.Status = GrantUsed
 	case !now.Before(s.ExpiresAt):
 		s.Status = GrantExpired
 	default:

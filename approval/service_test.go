@@ -243,6 +243,28 @@ func TestApprove_OnceAuthorizesExactlyThatCallForOneTask(t *testing.T) {
 	}
 }
 
+// TestApprove_OnceGrantListedAsUsedOnceItsTaskStarted is the regression
+// test for the console listing spent approve-once grants as active (with a
+// revoke button) after their task had finished.
+func TestApprove_OnceGrantListedAsUsedOnceItsTaskStarted(t *testing.T) {
+	f := newFixture(t)
+	args := moveBase(1, 2)
+	id, ch := f.request(t, "task-1", ToolMoveBase, args)
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	d := decision(t, ch)
+	// Given the approved grant is listed as active until used
+	require.Len(t, f.svc.Grants(), 1)
+	// When its task passes the gate
+	require.NoError(t, f.svc.Authorize(f.use(d.GrantID, "task-1", ToolMoveBase, args)))
+	// Then it is used, no longer listed as active, and still lets its task finish
+	g, err := f.svc.Grant(d.GrantID)
+	require.NoError(t, err)
+	require.Equal(t, GrantUsed, g.Status)
+	require.Empty(t, f.svc.Grants())
+	require.NoError(t, f.svc.Authorize(f.use(d.GrantID, "task-1", ToolMoveBase, args)))
+}
+
 func TestApprove_OnceGrantBindsToFirstTaskWhenRequestNamedNone(t *testing.T) {
 	// Given an approval of a request that named no task
 	f := newFixture(t)

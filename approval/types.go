@@ -100,6 +100,9 @@ const (
 	GrantActive  GrantStatus = "active"
 	GrantExpired GrantStatus = "expired"
 	GrantRevoked GrantStatus = "revoked"
+	// GrantUsed is an approve-once grant whose task has started: it
+	// authorizes nothing else and is no longer listed as active.
+	GrantUsed GrantStatus = "used"
 )
 
 // Grant is a permission to move, as the operator sees it.
