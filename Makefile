@@ -46,7 +46,7 @@ bench: ## run every benchmark once (speed targets are ratios within one run)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: crash-loop
-crash-loop: ## kill -9 the real binary mid-task $(CRASH_ITERATIONS) times (seed: CRASH_SEED) and check nothing is lost
+crash-loop: ## kill -9 the real binary at random points CRASH_ITERATIONS times (default 200; CRASH_SEED replays) and check nothing is lost
 	ROBOT_BRIDGE_CRASH_ITERATIONS=$(CRASH_ITERATIONS) ROBOT_BRIDGE_CRASH_SEED=$(CRASH_SEED) \
 	  $(GO) test -run '^TestCrash_KillNineLosesNothing$$' -count=1 -v -timeout 60m ./cmd/robot-bridge
 

@@ -170,3 +170,81 @@ func BenchmarkAuditPage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkActionPath is the added latency of a durable transition on the
+// action path: from Submit of a call the config pre-authorizes to the
+// first motion command leaving the supervisor for the simulator's driver.
+// With the store, three transitions are committed on that path (created,
+// approved by the config, and executing, which must be on the disk before
+// the command is sent); without, none. The difference of the two p50s is
+// what durability costs an action.
+func BenchmarkActionPath(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		name := "no-store"
+		if durable {
+			name = "store-synchronous=FULL"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg, err := hwconfig.Load("../hw-configs/sim-mobile-manipulator.yaml")
+			require.NoError(b, err)
+			cfg.Actions["move_arm_to"] = hwconfig.ActionConf{Approval: hwconfig.ApprovalNever}
+			clk := clockwork.NewRealClock()
+			s, err := sim.New(cfg, sim.WithEpoch(clk.Now()))
+			require.NoError(b, err)
+			drv := inproc.New(s, inproc.Conf{Clock: clk, Logger: quietLogger()})
+			require.NoError(b, drv.Start(context.Background()))
+			b.Cleanup(func() { _ = drv.Close() })
+			sent := make(chan time.Time, 64)
+			sup, err := safety.New(safety.Conf{Config: cfg, Driver: drv, Clock: clk, Logger: quietLogger(),
+				Observer: safety.ObserverFunc(func(e safety.Event) {
+					if e.Kind == safety.EventCommandSent {
+						select {
+						case sent <- time.Now():
+						default:
+						}
+					}
+				})})
+			require.NoError(b, err)
+			require.NoError(b, sup.Start(context.Background()))
+			b.Cleanup(func() { _ = sup.Close() })
+			conf := actions.RunnerConf{Config: cfg, Supervisor: sup, Clock: clk, Logger: quietLogger()}
+			if durable {
+				st, _ := openTest(b, b.TempDir(), func(c *Conf) { c.Clock = clk })
+				conf.Recorder = st
+			}
+			r, err := actions.NewRunner(conf)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = r.Close(context.Background()) })
+			ctx := context.Background()
+			// Wait for the first robot state.
+			for _, _, ok := sup.Latest(); !ok; _, _, ok = sup.Latest() {
+				time.Sleep(time.Millisecond)
+			}
+			poses := []string{"ready", "stowed"}
+			lat := make(latencies, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t1 := time.Now()
+				v, err := r.Submit(ctx, actions.Request{Tool: "move_arm_to", Arguments: map[string]any{"pose": poses[i%2]}, Principal: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				at := <-sent
+				lat = append(lat, at.Sub(t1))
+				b.StopTimer()
+				if _, err := r.Cancel(ctx, v.ID, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				if v, _ = r.Wait(ctx, v.ID, 10*time.Second); !v.Terminal() {
+					b.Fatalf("task %s still %s", v.ID, v.Status)
+				}
+				for len(sent) > 0 {
+					<-sent
+				}
+				b.StartTimer()
+			}
+			b.StopTimer()
+			lat.report(b, "submit-to-command-")
+		})
+	}
+}
