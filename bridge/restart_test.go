@@ -268,6 +268,16 @@ func TestRestart_RefusesACorruptOrMissingStore(t *testing.T) {
 	}
 }
 
+func TestRestart_SecondBridgeOnTheSameDataDirIsRefused(t *testing.T) {
+	// Given a running bridge
+	dir := t.TempDir()
+	bootAt(t, dir, nil, nil)
+	// When a second one is built on its data dir
+	_, err := New(Conf{Config: testConfig(t, nil), Listen: "127.0.0.1:0", DataDir: dir, Env: testEnv})
+	// Then it is refused: two bridges would interleave one store
+	require.ErrorIs(t, err, store.ErrLocked)
+}
+
 // auditRecords reads the whole audit trail (matching query) through the
 // export endpoint.
 func auditRecords(t *testing.T, h *harness, query string) []store.AuditRecord {

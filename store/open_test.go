@@ -59,6 +59,21 @@ func crash(s *Store) {
 	<-s.done
 	_ = s.r.Close()
 	_ = s.w.Close()
+	_ = unlockDir(s.lock) // the kernel does this for a killed process
+}
+
+func TestOpen_SecondProcessIsLockedOut(t *testing.T) {
+	dir := t.TempDir()
+	// Given a store open in this data dir
+	s, _ := openTest(t, dir)
+	// When another opener tries the same data dir
+	_, err := Open(context.Background(), Conf{Dir: dir, Logger: quietLogger()})
+	// Then it is refused, naming the lock
+	require.ErrorIs(t, err, ErrLocked)
+	// And once the first closes, the store opens again
+	require.NoError(t, s.Close())
+	s2, _ := openTest(t, dir)
+	require.False(t, s2.Info().Fresh)
 }
 
 func TestOpen_RefusesMissingCorruptOrForeignDatabases(t *testing.T) {

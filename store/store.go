@@ -30,6 +30,9 @@ const (
 	// MarkerSuffix names the marker file next to the database
 	// (robot-bridge.db.marker) that remembers a store existed here.
 	MarkerSuffix = ".marker"
+	// LockSuffix names the lock file (robot-bridge.db.lock) that keeps a
+	// second process out of the store.
+	LockSuffix = ".lock"
 	// DefaultBusyTimeout is how long a write waits for SQLite's lock.
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultQueueSize bounds the asynchronous writer's queue.
@@ -58,6 +61,8 @@ var (
 	// ErrForeign: the database belongs to another store than the marker
 	// names (a file copied in from elsewhere).
 	ErrForeign = errors.New("store database belongs to another data dir")
+	// ErrLocked: another process has the store open.
+	ErrLocked = errors.New("store in use")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 	// ErrNotFound: no record with that id.
@@ -160,6 +165,7 @@ type Store struct {
 	log   *slog.Logger
 	clock clockwork.Clock
 	info  Info
+	lock  *os.File
 	w     *sql.DB // the one writer connection
 	r     *sql.DB // read-only connections (audit, task lookups)
 
@@ -236,6 +242,16 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	path := filepath.Join(conf.Dir, conf.File)
 	markerPath := path + MarkerSuffix
+	lock, err := lockDir(path + LockSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			_ = unlockDir(lock)
+		}
+	}()
 
 	mk, haveMarker, err := readMarker(markerPath)
 	if err != nil {
@@ -267,7 +283,7 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	fresh := !exists || fi.Size() == 0
 
-	s := &Store{conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock,
+	s := &Store{conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, lock: lock,
 		q: make(chan item, conf.QueueSize), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	s.info.Path = path
@@ -327,6 +343,7 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(4)
 	go s.writer()
+	opened = true
 	s.log.Info("store opened", "path", path, "store_id", id, "fresh", fresh, "clean_shutdown", s.info.CleanShutdown,
 		"schema_version", version, "migrated", applied)
 	return s, nil
@@ -526,6 +543,9 @@ func (s *Store) Close() error {
 		errs = append(errs, err)
 	}
 	if err := s.w.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unlockDir(s.lock); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
