@@ -163,3 +163,22 @@ func clearFault(t *testing.T, h *harness) {
 	code, body := h.do("POST", "/v1/faults/clear", h.operator, map[string]any{"reason": "robot inspected"})
 	require.Equal(t, http.StatusOK, code, "%v", body)
 }
+
+// waitFresh waits until the bridge is ready and its robot state has
+// flowed steadily for a while: after a link disruption /readyz can turn
+// ready on the last messages of the old connections, a few control
+// periods before state flows over the new ones.
+func waitFresh(t *testing.T, h *harness) {
+	t.Helper()
+	h.waitReady()
+	steady := 0
+	rostest.Eventually(t, 15*time.Second, func() bool {
+		st := h.b.Supervisor().Status()
+		if st.LinkUp && st.HaveState && st.LastStateAge < st.Monitors.StateTimeout/4 {
+			steady++
+		} else {
+			steady = 0
+		}
+		return steady >= 20 // about 200 ms of fresh state in a row
+	}, "robot state never flowed steadily again")
+}

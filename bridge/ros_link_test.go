@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,7 +62,7 @@ func TestROS_RobotNodeLostMidMotion(t *testing.T) {
 
 	// Then the link recovers without restarting the bridge, and a new
 	// motion succeeds
-	h.waitReady()
+	waitFresh(t, h.harness)
 	waitLinkMetric(t, h.harness, 1, 10*time.Second)
 	id = startApproved(t, h.harness, "move_base_to", map[string]any{"location": "home"})
 	data := taskData(h.waitTask(id, 60*time.Second))
@@ -89,10 +90,14 @@ func TestROS_MasterRestart(t *testing.T) {
 
 	// Then the link recovers without restarting the bridge and a motion
 	// succeeds over the new master
-	h.waitReady()
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		return slices.Contains(h.master.Publishers("/move_base/goal"), "/robot_bridge") &&
+			slices.Contains(h.master.Subscribers("/odom"), "/robot_bridge") &&
+			slices.Contains(h.master.Publishers("/odom"), "/robot_sim") &&
+			slices.Contains(h.master.Subscribers("/move_base/goal"), "/robot_sim")
+	}, "bridge and robot never registered with the new master")
+	waitFresh(t, h.harness)
 	waitLinkMetric(t, h.harness, 1, 10*time.Second)
-	require.Contains(t, h.master.Publishers("/move_base/goal"), "/robot_bridge", "the bridge registered again")
-	require.Contains(t, h.master.Publishers("/odom"), "/robot_sim", "the robot registered again")
 	id := startApproved(t, h.harness, "move_base_to", map[string]any{"x": 0.5, "y": 0.0})
 	data := taskData(h.waitTask(id, 60*time.Second))
 	require.Equal(t, "succeeded", data["status"], "task: %v", data)

@@ -215,7 +215,7 @@ func TestROS_ThirdPartyRobotKilledMidMotion(t *testing.T) {
 
 	// Then the link recovers without restarting the bridge, and a new
 	// motion succeeds
-	h.waitReady()
+	waitFresh(t, h)
 	waitLinkMetric(t, h, 1, 10*time.Second)
 	robot.onNextGoal("succeed")
 	id = startApproved(t, h, "move_base_to", map[string]any{"x": 0.5, "y": 0.0})

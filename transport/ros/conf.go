@@ -102,11 +102,12 @@ type Conf struct {
 	// (optional). It defaults to 2s.
 	AcceptTimeout time.Duration
 	// LinkTimeout: odometry older than this means the link is down
-	// (optional). It defaults to twice safety.state_timeout, so that when a
-	// robot goes quiet the supervisor's own state-silence watchdog (which
-	// fires at safety.state_timeout) is what stops the motion and names
-	// the cause, and LinkUp then reports the link lost; the gate refuses
-	// motions on stale state either way.
+	// (optional). It defaults to safety.state_timeout plus five
+	// safety.control_period, so that when a robot goes quiet the
+	// supervisor's own state-silence watchdog (which fires at
+	// safety.state_timeout) is what stops the motion and names the cause,
+	// and LinkUp reports the link lost a few control periods later; the
+	// gate refuses motions on stale state either way.
 	LinkTimeout time.Duration
 	// ActionStatusTimeout: an accepted goal whose server has not published
 	// status for this long is declared LOST (optional). It defaults to 2s
@@ -213,7 +214,8 @@ func newSettings(c Conf) (settings, error) {
 	}
 	s.readyTimeout = pos(c.ReadyTimeout, 10*time.Second)
 	s.acceptTimeout = pos(c.AcceptTimeout, 2*time.Second)
-	s.linkTimeout = pos(c.LinkTimeout, 2*pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond))
+	s.linkTimeout = pos(c.LinkTimeout, pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond)+
+		5*pos(cfg.Safety.ControlPeriod.D(), 20*time.Millisecond))
 	s.statusTimeout = pos(c.ActionStatusTimeout, 2*time.Second)
 	s.probePeriod = pos(c.ProbePeriod, 250*time.Millisecond)
 	rate := c.ControlRate

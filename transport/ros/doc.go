@@ -31,9 +31,10 @@
 // The link is kept by a monitor goroutine: it probes the ROS master, and
 // when the master restarted (our node is unknown to it) or was unreachable
 // it rebuilds the node and every subscription and publication. LinkUp is
-// false while the master is unreachable or odometry is older than twice the
-// safety state timeout (the supervisor's state-silence watchdog fires first,
-// at the state timeout), and motions fail fast with UNAVAILABLE; the link
+// false while the master is unreachable or odometry is older than the
+// safety state timeout plus five control periods (the supervisor's
+// state-silence watchdog fires first, at the state timeout), and motions
+// fail fast with UNAVAILABLE; the link
 // recovers without restarting the bridge. Refresh publishes a
 // std_msgs/Header heartbeat (transport.ros.heartbeat_topic, by default
 // /<node_name>/heartbeat) that a robot's command watchdog can listen to;

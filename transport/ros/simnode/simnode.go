@@ -309,21 +309,17 @@ func (n *Node) monitor(ctx context.Context) {
 				continue
 			}
 			n.log.Warn("master lost or restarted; registering again")
-			n.mu.Lock()
-			if n.sess == s {
-				n.sess = nil
-			}
-			n.mu.Unlock()
-			go s.close()
 		}
+		// The old session keeps publishing over its existing peer
+		// connections (they outlive the master) until the new one is
+		// registered, as a real robot's drivers would.
 		ns, err := n.connect()
 		if err != nil {
 			continue
 		}
 		n.mu.Lock()
-		if n.wantLink && n.sess == nil {
-			n.sess = ns
-			ns = nil
+		if n.wantLink && n.sess == s {
+			n.sess, ns = ns, s
 		}
 		n.mu.Unlock()
 		if ns != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,8 +274,10 @@ func TestNode_ReRegistersAfterAMasterRestart(t *testing.T) {
 	m := rostest.StartMaster(t)
 	start(t, config(t, m.URI, nil))
 	m.Restart()
-	rostest.Eventually(t, 10*time.Second, func() bool { return len(m.Publishers("/odom")) > 0 }, "never registered with the new master")
-	require.Contains(t, m.Publishers("/move_base/status"), "/robot_sim")
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		return slices.Contains(m.Publishers("/odom"), "/robot_sim") && slices.Contains(m.Publishers("/move_base/status"), "/robot_sim") &&
+			slices.Contains(m.Subscribers("/move_base/goal"), "/robot_sim")
+	}, "never registered everything with the new master")
 }
 
 func robotGoal(x, y, yaw float64) robot.BaseGoal {
