@@ -2,6 +2,8 @@ package ros_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,6 +47,9 @@ func loadConfig(t testing.TB, file, uri string, edit func(*hwconfig.Config)) *hw
 	return c
 }
 
+// quiet discards the simulator node's logs.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 func rosIP(k string) string {
 	if k == "ROS_IP" {
 		return "127.0.0.1"
@@ -54,7 +59,7 @@ func rosIP(k string) string {
 
 func newDriver(t *testing.T, cfg *hwconfig.Config, tune func(*ros.Conf)) *ros.Driver {
 	t.Helper()
-	c := ros.Conf{Config: cfg, Env: rosIP, ReadyTimeout: 10 * time.Second, ProbePeriod: 50 * time.Millisecond}
+	c := ros.Conf{Config: cfg, Env: rosIP, Logger: quiet, ReadyTimeout: 10 * time.Second, ProbePeriod: 50 * time.Millisecond}
 	if tune != nil {
 		tune(&c)
 	}
@@ -411,7 +416,7 @@ func TestDriver_LabelsAndHeartbeatFromTheConfig(t *testing.T) {
 				c.Transport.ROS.ClassLabels = tc.labels
 				c.Transport.ROS.HeartbeatTopic = "/watchdog/alive"
 			})
-			n, err := simnode.New(simnode.Conf{Config: cfg, Env: rosIP})
+			n, err := simnode.New(simnode.Conf{Config: cfg, Env: rosIP, Logger: quiet})
 			require.NoError(t, err)
 			require.NoError(t, n.Start(context.Background()))
 			t.Cleanup(func() { _ = n.Close() })
