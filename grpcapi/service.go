@@ -276,9 +276,7 @@ func (s *Service) authenticate(ctx context.Context, procedure string, h http.Hea
 		if err != nil {
 			s.log.Info("rpc rejected", "procedure", procedure, "code", connect.CodeUnauthenticated.String(),
 				"reason", err.Error(), "trace_id", toolapi.TraceIDFromContext(ctx))
-			cerr := connect.NewError(connect.CodeUnauthenticated, err)
-			cerr.Meta().Set("WWW-Authenticate", `Bearer realm="robot-bridge"`)
-			return ctx, cerr
+			return ctx, connect.NewError(connect.CodeUnauthenticated, err)
 		}
 	}
 	if !p.Role.Allows(requiredRole) {
