@@ -45,7 +45,10 @@ var _ safety.Driver = (*instantRobot)(nil)
 func newInstantRobot(cfg *hwconfig.Config, clock clockwork.Clock) *instantRobot {
 	d := &instantRobot{cfg: cfg, clock: clock}
 	stowed, _ := cfg.PoseJoints("stowed")
-	d.st = robot.State{Battery: robot.Battery{Percent: 90}, Gripper: &robot.Gripper{Opening: cfg.Gripper.MaxOpening}}
+	d.st = robot.State{Battery: robot.Battery{Percent: 90}}
+	if cfg.Gripper != nil {
+		d.st.Gripper = &robot.Gripper{Opening: cfg.Gripper.MaxOpening}
+	}
 	for i, n := range cfg.JointNames() {
 		d.st.Joints = append(d.st.Joints, robot.Joint{Name: n, Position: stowed[i]})
 	}
@@ -101,7 +104,10 @@ func (d *instantRobot) Stop(context.Context) error {
 	d.mu.Lock()
 	d.stops++
 	// At rest from now on; the next published state shows it.
-	d.st.Joints[0].Velocity = 0
+	d.st.Velocity = robot.Twist2D{}
+	if len(d.st.Joints) > 0 {
+		d.st.Joints[0].Velocity = 0
+	}
 	d.mu.Unlock()
 	return nil
 }
@@ -230,6 +236,9 @@ type bench struct {
 }
 
 type benchOpt struct {
+	// config is the hw-config file (optional). It defaults to the sim
+	// mobile manipulator.
+	config     string
 	noApprover bool
 	objects    actions.Objects
 	mutate     func(*hwconfig.Config)
@@ -237,7 +246,11 @@ type benchOpt struct {
 
 func newBench(t *testing.T, o benchOpt) *bench {
 	t.Helper()
-	cfg, err := hwconfig.Load("../hw-configs/sim-mobile-manipulator.yaml")
+	path := o.config
+	if path == "" {
+		path = "../hw-configs/sim-mobile-manipulator.yaml"
+	}
+	cfg, err := hwconfig.Load(path)
 	require.NoError(t, err)
 	if o.mutate != nil {
 		o.mutate(cfg)

@@ -367,6 +367,19 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	switch req.Tool {
 	case ToolStop:
 		return r.submitStop(ctx, req)
+	case ToolReturnToSafePose:
+		if !r.cfg.HasArm() {
+			// A base-only robot's safe pose is "base stopped": stopping
+			// needs no approval and cannot be made less safe.
+			if err := checkKeys(ToolReturnToSafePose, req.Arguments); err != nil {
+				return TaskView{}, err
+			}
+			v, err := r.submitStop(ctx, Request{Tool: ToolStop, Arguments: map[string]any{},
+				SessionID: req.SessionID, Principal: req.Principal, TraceID: req.TraceID})
+			v.Tool, v.Arguments = ToolReturnToSafePose, cloneArgs(req.Arguments)
+			v.Text = "this robot has no arm, so its safe pose is the base stopped: " + v.Text
+			return v, err
+		}
 	case ToolCancelTask:
 		id, ok, err := text(req.Arguments, "task_id")
 		if err != nil {

@@ -253,6 +253,24 @@ func TestCancel_ExecutingReportsCancelledOnlyWhenStopped(t *testing.T) {
 	require.Len(t, b.bot.commands(), 1, "a cancel never starts recovery")
 }
 
+// TestReturnToSafePose_BaseOnlyRobotStops is the regression test for a
+// base-only robot answering INVALID_PARAMS to return_to_safe_pose although
+// its documented safe pose is "base stopped".
+func TestReturnToSafePose_BaseOnlyRobotStops(t *testing.T) {
+	b := newBench(t, benchOpt{config: "../hw-configs/ros-base-only.yaml"})
+	before := b.bot.stopCount()
+	v, err := b.submit("return_to_safe_pose", map[string]any{})
+	require.NoError(t, err)
+	require.Equal(t, fsm.Succeeded, v.Status)
+	require.Equal(t, "return_to_safe_pose", v.Tool)
+	require.Contains(t, v.Text, "base stopped")
+	require.Greater(t, b.bot.stopCount(), before, "a stop reached the robot")
+	require.Empty(t, b.bot.commands(), "no motion command")
+	b.appr.mu.Lock()
+	require.Empty(t, b.appr.requests, "stopping needs no operator")
+	b.appr.mu.Unlock()
+}
+
 func TestStop_CancelsLiveTaskWithoutApproval(t *testing.T) {
 	b := newBench(t, benchOpt{})
 	v, err := b.submit("move_base_to", map[string]any{"location": "table"})
