@@ -154,6 +154,9 @@ func scenarioErrorTypes(t *testing.T, start harnessFactory) {
 	t.Run("UNAVAILABLE when the robot link is down", func(t *testing.T) {
 		fid, err := h.sim.Inject(sim.Fault{Kind: sim.FaultLinkDown})
 		require.NoError(t, err)
+		// Over a network transport the bridge notices silence only after
+		// its link timeout; wait for that, as an agent would see it.
+		require.Eventually(t, func() bool { return !h.b.Supervisor().Status().LinkUp }, 5*time.Second, 10*time.Millisecond)
 		requireError(t, h.call("move_arm_to", args(map[string]any{"pose": "ready"})), "UNAVAILABLE", true)
 		require.NoError(t, h.sim.ClearFault(fid))
 		h.waitReady()
