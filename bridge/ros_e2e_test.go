@@ -14,3 +14,8 @@ func TestROS_IdempotencyKeyMovesOnce(t *testing.T) {
 }
 
 func TestROS_ToolCallsRepairsModelOutput(t *testing.T) { scenarioToolCalls(t, startROSHarness) }
+
+// TestROS_PickAndPlace grasps by the perceived id over ROS, where the
+// gripper only reports stalling on something (GripperCommand) and the
+// bridge knows which object it aimed at.
+func TestROS_PickAndPlace(t *testing.T) { scenarioPickAndPlace(t, startROSHarness) }

@@ -286,3 +286,57 @@ func TestE2E_AuthMatrixBasics(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, p)
 	}
 }
+
+// TestE2E_PickAndPlace drives the whole tool chain an agent would use to
+// pick up the red cup: drive to the table, look, grasp by the perceived id,
+// release — and checks the simulator really holds, then really let go of,
+// the cup.
+func TestE2E_PickAndPlace(t *testing.T) { scenarioPickAndPlace(t, startHarness) }
+
+func scenarioPickAndPlace(t *testing.T, start harnessFactory) {
+	h := start(t, func(c *hwconfig.Config) {
+		// Pre-authorized by config so the scenario is about the motion
+		// chain; the approval path has its own scenarios.
+		for _, tool := range []string{"move_base_to", "move_arm_to", "grasp", "release"} {
+			c.Actions[tool] = hwconfig.ActionConf{Approval: hwconfig.ApprovalNever}
+		}
+	})
+	run := func(tool string, a map[string]any) map[string]any {
+		t.Helper()
+		env := h.call(tool, args(a, "session_id", "pick", "wait_ms", 30000))
+		require.Equal(t, true, env["ok"], "%s: %v", tool, env)
+		data := taskData(h.waitTask(taskID(t, env), 40*time.Second))
+		require.Equal(t, "succeeded", data["status"], "%s: %v", tool, data)
+		return data
+	}
+	run("move_base_to", map[string]any{"location": "table"})
+
+	// The agent looks for a cup and takes the id perception gives it.
+	var cupID string
+	require.Eventually(t, func() bool {
+		env := h.call("describe_scene", args(map[string]any{"label": "cup", "min_confidence": 0.5}, "session_id", "pick"))
+		objs, _ := taskData(env)["objects"].([]any)
+		for _, o := range objs {
+			m := o.(map[string]any)
+			if m["reachable"] == true {
+				cupID = m["id"].(string)
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 200*time.Millisecond, "no reachable cup described")
+
+	run("grasp", map[string]any{"object_id": cupID})
+	truth := h.sim.Truth()
+	require.NotNil(t, truth.Gripper)
+	require.Equal(t, "red_cup", truth.Gripper.Holding, "the simulator holds the cup")
+
+	run("release", map[string]any{})
+	truth = h.sim.Truth()
+	require.Empty(t, truth.Gripper.Holding)
+	for _, o := range truth.Objects {
+		if o.ID == "red_cup" {
+			require.Greater(t, o.Position.Z, 0.7, "the cup was put back on the table, not dropped on the floor: %+v", o)
+		}
+	}
+}

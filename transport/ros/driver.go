@@ -91,6 +91,9 @@ type gripState struct {
 	stalled   bool
 	pos       float64 // from action feedback/result
 	havePos   bool
+	// objectID is what the grasp that closed the gripper expected between
+	// the fingers (robot.GripperGoal.ObjectID).
+	objectID string
 }
 
 var _ interface {
@@ -483,6 +486,10 @@ func (d *Driver) gripperLocked(now time.Time) *robot.Gripper {
 	}
 	if g.Closed && opening >= closedGap {
 		g.Force = gs.force
+		// A parallel gripper that closed but stopped short of its own
+		// width has something between the fingers: the object the grasp
+		// aimed at. Fully closed means it holds nothing (or it slipped).
+		g.Holding = gs.objectID
 	}
 	return g
 }
@@ -640,6 +647,9 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 				d.stMu.Lock()
 				d.st.grip = gripState{commanded: true, close: cmd.Gripper.Close, force: m.Goal.Command.MaxEffort, goalID: g.ID,
 					pos: d.st.grip.pos, havePos: d.st.grip.havePos}
+				if cmd.Gripper.Close {
+					d.st.grip.objectID = cmd.Gripper.ObjectID
+				}
 				d.stMu.Unlock()
 			}
 			return g, err
