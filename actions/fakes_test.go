@@ -267,14 +267,16 @@ func newBench(t *testing.T, o benchOpt) *bench {
 		appr = nil
 	}
 	n := 0
-	b.run, err = actions.NewRunner(actions.RunnerConf{Config: cfg, Supervisor: b.sup, Approver: appr, Objects: o.objects,
+	b.run, err = actions.NewRunner(actions.RunnerConf{
+		Config: cfg, Supervisor: b.sup, Approver: appr, Objects: o.objects,
 		Clock: fc, Logger: log, Recorder: b.rec, Observer: actions.ObserverFunc(func(v actions.TaskView) {
 			select {
 			case b.obs <- v:
 			default:
 			}
 		}),
-		NewID: func() string { n++; return "t" + string(rune('0'+n)) }})
+		NewID: func() string { n++; return "t" + string(rune('0'+n)) },
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -218,8 +218,10 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 	}
 	bc := pl.cfg.Base
 	goal2 := goal
-	cmd := robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: target, IgnoreTheta: !hasTh,
-		MaxLinear: bc.MaxLinearSpeed, MaxAngular: bc.MaxAngularSpeed}}
+	cmd := robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{
+		Target: target, IgnoreTheta: !hasTh,
+		MaxLinear: bc.MaxLinearSpeed, MaxAngular: bc.MaxAngularSpeed,
+	}}
 	tol := bc.GoalTolerance
 	if tol <= 0 {
 		tol = hwconfig.DefaultGoalTolerance
@@ -279,8 +281,10 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 		steps: []safety.Step{step}, stepDur: []time.Duration{exp}, preview: preview, goal: goal, target: &target,
 		describe: func(int) string { return "driving to " + goal },
 		result: func(s robot.State) map[string]any {
-			return map[string]any{"x": s.Base.X, "y": s.Base.Y, "theta_deg": robot.Degrees(s.Base.Theta),
-				"error_m": math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y)}
+			return map[string]any{
+				"x": s.Base.X, "y": s.Base.Y, "theta_deg": robot.Degrees(s.Base.Theta),
+				"error_m": math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y),
+			}
 		},
 	}
 	return p, nil

@@ -16,11 +16,11 @@ import (
 type stillRobot struct{ hub robot.Hub }
 
 func (d *stillRobot) Send(context.Context, robot.Command) error { return nil }
-func (d *stillRobot) Refresh(context.Context) error              { return nil }
-func (d *stillRobot) Stop(context.Context) error                 { return nil }
-func (d *stillRobot) Latest() (robot.State, bool)                { return d.hub.Latest() }
-func (d *stillRobot) Subscribe() (<-chan robot.State, func())    { return d.hub.Subscribe() }
-func (d *stillRobot) LinkUp() bool                               { return true }
+func (d *stillRobot) Refresh(context.Context) error             { return nil }
+func (d *stillRobot) Stop(context.Context) error                { return nil }
+func (d *stillRobot) Latest() (robot.State, bool)               { return d.hub.Latest() }
+func (d *stillRobot) Subscribe() (<-chan robot.State, func())   { return d.hub.Subscribe() }
+func (d *stillRobot) LinkUp() bool                              { return true }
 
 func newPlanner(t *testing.T, mutate func(*hwconfig.Config)) *planner {
 	t.Helper()

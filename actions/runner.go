@@ -292,8 +292,10 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	}
 	now := r.clock.Now()
 	r.mu.Lock()
-	rec := TransitionRecord{TaskID: t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), From: from, To: to, Event: ev,
-		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID}
+	rec := TransitionRecord{
+		TaskID: t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), From: from, To: to, Event: ev,
+		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID,
+	}
 	r.mu.Unlock()
 	if r.rec != nil {
 		if err := r.rec.RecordTransition(context.WithoutCancel(t.ctx), rec); err != nil {
@@ -374,8 +376,10 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 			if err := checkKeys(ToolReturnToSafePose, req.Arguments); err != nil {
 				return TaskView{}, err
 			}
-			v, err := r.submitStop(ctx, Request{Tool: ToolStop, Arguments: map[string]any{},
-				SessionID: req.SessionID, Principal: req.Principal, TraceID: req.TraceID})
+			v, err := r.submitStop(ctx, Request{
+				Tool: ToolStop, Arguments: map[string]any{},
+				SessionID: req.SessionID, Principal: req.Principal, TraceID: req.TraceID,
+			})
 			v.Tool, v.Arguments = ToolReturnToSafePose, cloneArgs(req.Arguments)
 			v.Text = "this robot has no arm, so its safe pose is the base stopped: " + v.Text
 			return v, err
@@ -465,8 +469,10 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 		by = "agent"
 	}
 	if r.rec != nil {
-		if err := r.rec.RecordTransition(ctx, TransitionRecord{TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
-			At: now, By: by, Reason: p.preview}); err != nil {
+		if err := r.rec.RecordTransition(ctx, TransitionRecord{
+			TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
+			At: now, By: by, Reason: p.preview,
+		}); err != nil {
 			r.log.Error("task creation not recorded", "task", t.id, "err", err)
 		}
 	}
@@ -479,8 +485,10 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 		return r.Get(t.id)
 	}
 	st, _, _ := r.sup.Latest()
-	ar := ApprovalRequest{TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
-		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: st.Summary(), RequestedBy: by, SessionID: req.SessionID}
+	ar := ApprovalRequest{
+		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
+		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: st.Summary(), RequestedBy: by, SessionID: req.SessionID,
+	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {
 		te := toolerr.New(toolerr.Unavailable, "the approval request for %s could not be filed: %v; nothing moved", req.Tool, err).Wrap(err)
@@ -699,8 +707,10 @@ func (r *Runner) execute(t *task) {
 			},
 			BeforeRecovery: func() error {
 				name, _ := r.sup.SafePose()
-				return r.fire(t, fsm.EvRecover, trOpts{by: "supervisor", reason: "pre-authorized return to " + name, mustRecord: true,
-					mutate: func(t *task) { t.text = "stopped; returning the arm to " + name }})
+				return r.fire(t, fsm.EvRecover, trOpts{
+					by: "supervisor", reason: "pre-authorized return to " + name, mustRecord: true,
+					mutate: func(t *task) { t.text = "stopped; returning the arm to " + name },
+				})
 			},
 		},
 	}
@@ -1052,9 +1062,11 @@ func (r *Runner) submitStop(ctx context.Context, req Request) (TaskView, error) 
 	reason, _, _ := text(req.Arguments, "reason")
 	rep, err := r.Stop(ctx, req.Principal, reason)
 	now := r.clock.Now()
-	v := TaskView{Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
+	v := TaskView{
+		Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
 		Progress: Progress{Fraction: 1, Text: "stop sent"}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.State.Summary()},
-		SessionID: req.SessionID, Principal: req.Principal, CreatedAt: now, UpdatedAt: now}
+		SessionID: req.SessionID, Principal: req.Principal, CreatedAt: now, UpdatedAt: now,
+	}
 	return v, err
 }
 

@@ -79,8 +79,13 @@ func checkScope(t *testing.T, cfg *hwconfig.Config, sc Scope, prefix string) {
 		return
 	}
 	for _, args := range []map[string]any{
-		nil, {"pose": "ready"}, {"joints": map[string]any{}}, {"x": 1.0, "y": 1.0},
-		{"location": "table"}, {"object_id": "red_cup"}, {"x": "1"},
+		nil,
+		{"pose": "ready"},
+		{"joints": map[string]any{}},
+		{"x": 1.0, "y": 1.0},
+		{"location": "table"},
+		{"object_id": "red_cup"},
+		{"x": "1"},
 	} {
 		if r := b.contains(args, func(string) (string, bool) { return "cup", true }); r != nil {
 			require.Equal(t, CauseOutsideBounds, r.Cause)

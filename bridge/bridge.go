@@ -141,8 +141,10 @@ func New(conf Conf) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
 	}
-	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
-		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)); b.dur.SafetyEvent(e) })})
+	b.sup, err = safety.New(safety.Conf{
+		Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
+		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)); b.dur.SafetyEvent(e) }),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: supervisor: %w", err)
 	}

@@ -138,8 +138,10 @@ type mapLocation struct {
 
 func (b *Bridge) consoleMap() consoleMap {
 	cfg := b.conf.Config
-	m := consoleMap{Bounds: cfg.World.Bounds, Workspace: cfg.Base.Workspace, RobotRadius: cfg.Base.Radius,
-		Surfaces: []mapPolygon{}, Regions: []mapPolygon{}, Locations: []mapLocation{}}
+	m := consoleMap{
+		Bounds: cfg.World.Bounds, Workspace: cfg.Base.Workspace, RobotRadius: cfg.Base.Radius,
+		Surfaces: []mapPolygon{}, Regions: []mapPolygon{}, Locations: []mapLocation{},
+	}
 	if m.RobotRadius <= 0 {
 		m.RobotRadius = 0.3
 	}
@@ -198,8 +200,10 @@ func (b *Bridge) consoleSnapshot(ctx context.Context) (any, error) {
 	}
 	if scene, err := b.perception.Describe(ctx, perception.Query{MaxObjects: 50, MinConfidence: 0}); err == nil {
 		for _, o := range scene.Objects {
-			s.Objects = append(s.Objects, consoleObject{ID: o.ID, Label: o.Label, X: o.Position.Room.X, Y: o.Position.Room.Y,
-				Stale: o.Stale, Uncertain: o.Uncertain})
+			s.Objects = append(s.Objects, consoleObject{
+				ID: o.ID, Label: o.Label, X: o.Position.Room.X, Y: o.Position.Room.Y,
+				Stale: o.Stale, Uncertain: o.Uncertain,
+			})
 		}
 	}
 	return s, nil

@@ -117,8 +117,10 @@ func TestE2E_GRPC(t *testing.T) {
 			t.Run("move_base_to x=99 is INVALID_PARAMS naming x", func(t *testing.T) {
 				// When an action is called with x outside the workspace's
 				// schema range
-				resp, err := c.CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{Tool: "move_base_to",
-					Arguments: rpcArgs(t, map[string]any{"x": 99, "y": 0}), SessionId: "grpc-invalid-" + proto}, h.agent))
+				resp, err := c.CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{
+					Tool:      "move_base_to",
+					Arguments: rpcArgs(t, map[string]any{"x": 99, "y": 0}), SessionId: "grpc-invalid-" + proto,
+				}, h.agent))
 				// Then the RPC succeeds and the envelope is the tool failure
 				require.NoError(t, err)
 				env := resp.Msg.GetEnvelope()
@@ -154,8 +156,10 @@ func TestE2E_GRPC(t *testing.T) {
 
 			t.Run("CancelTask cancels a task awaiting approval", func(t *testing.T) {
 				// Given an action awaiting approval
-				resp, err := c.CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{Tool: "move_base_to",
-					Arguments: rpcArgs(t, map[string]any{"x": 0.3, "y": 0.2}), SessionId: "grpc-cancel-" + proto}, h.agent))
+				resp, err := c.CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{
+					Tool:      "move_base_to",
+					Arguments: rpcArgs(t, map[string]any{"x": 0.3, "y": 0.2}), SessionId: "grpc-cancel-" + proto,
+				}, h.agent))
 				require.NoError(t, err)
 				id := resp.Msg.GetEnvelope().GetTask().GetId()
 				require.NotEmpty(t, id, "envelope: %v", resp.Msg.GetEnvelope())
@@ -185,8 +189,10 @@ func TestE2E_GRPC(t *testing.T) {
 		before := motionCommands(s)
 		call := func(proto string) *robotbridgev1.Envelope {
 			t.Helper()
-			resp, err := clients[proto].CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{Tool: "move_base_to",
-				Arguments: rpcArgs(t, map[string]any{"x": 0.5, "y": 0}), IdempotencyKey: "grpc-once", SessionId: "grpc-idem"}, h.agent))
+			resp, err := clients[proto].CallTool(ctx, rpc(&robotbridgev1.CallToolRequest{
+				Tool:      "move_base_to",
+				Arguments: rpcArgs(t, map[string]any{"x": 0.5, "y": 0}), IdempotencyKey: "grpc-once", SessionId: "grpc-idem",
+			}, h.agent))
 			require.NoError(t, err)
 			env := resp.Msg.GetEnvelope()
 			require.True(t, env.GetOk(), "envelope: %v", env)

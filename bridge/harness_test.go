@@ -76,9 +76,11 @@ func startHarness(t *testing.T, edit func(*hwconfig.Config)) *harness {
 		defer cancel()
 		require.NoError(t, b.Stop(ctx))
 	})
-	h := &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
+	h := &harness{
+		t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
 		agent: "agent-token-for-tests-0123456789", operator: "operator-token-for-tests-0123456789",
-		client: &http.Client{Timeout: 90 * time.Second}}
+		client: &http.Client{Timeout: 90 * time.Second},
+	}
 	h.waitReady()
 	return h
 }

@@ -58,8 +58,10 @@ func bootAt(t *testing.T, dir string, edit func(*hwconfig.Config), logger *slog.
 		})
 	}
 	t.Cleanup(stop)
-	h := &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(), agent: testAgentToken, operator: testOperatorToken,
-		client: &http.Client{Timeout: 30 * time.Second}}
+	h := &harness{
+		t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(), agent: testAgentToken, operator: testOperatorToken,
+		client: &http.Client{Timeout: 30 * time.Second},
+	}
 	h.waitReady()
 	return h, stop
 }

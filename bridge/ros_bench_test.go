@@ -61,12 +61,16 @@ func startBenchROS(b *testing.B) *benchROS {
 	})
 	startSimNode(b, cfg)
 	br := newROSBridge(b, cfg)
-	r := &benchROS{b: br, base: "http://" + br.Addr(), client: &http.Client{Timeout: 30 * time.Second},
-		goals: make(chan arrival, 64), cancels: make(chan arrival, 64), twists: make(chan arrival, 64), direct: make(chan arrival, 64)}
+	r := &benchROS{
+		b: br, base: "http://" + br.Addr(), client: &http.Client{Timeout: 30 * time.Second},
+		goals: make(chan arrival, 64), cancels: make(chan arrival, 64), twists: make(chan arrival, 64), direct: make(chan arrival, 64),
+	}
 
 	node := func(name string) *goroslib.Node {
-		n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+		n, err := goroslib.NewNode(goroslib.NodeConf{
+			MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+		})
 		require.NoError(b, err)
 		b.Cleanup(n.Close)
 		return n
@@ -173,8 +177,10 @@ func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 		require.True(b, ok)
 		drain(r.goals)
 		t0 := time.Now()
-		env := r.call(b, "move_base_to", map[string]any{"arguments": map[string]any{"x": st.Base.X, "y": st.Base.Y},
-			"session_id": fmt.Sprintf("bench-%d", i)})
+		env := r.call(b, "move_base_to", map[string]any{
+			"arguments":  map[string]any{"x": st.Base.X, "y": st.Base.Y},
+			"session_id": fmt.Sprintf("bench-%d", i),
+		})
 		a := next(b, r.goals, t0, seen, "goal on /move_base/goal")
 		viaBridge = append(viaBridge, a.at.Sub(t0))
 		b.StopTimer()

@@ -97,9 +97,11 @@ const (
 func bootROSBridge(t *testing.T, cfg *hwconfig.Config) *harness {
 	t.Helper()
 	b := newROSBridge(t, cfg)
-	return &harness{t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
+	return &harness{
+		t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
 		agent: rosAgentToken, operator: rosOperatorToken,
-		client: &http.Client{Timeout: 90 * time.Second}}
+		client: &http.Client{Timeout: 90 * time.Second},
+	}
 }
 
 // newROSBridge starts a bridge on cfg with the test tokens and stops it

@@ -100,8 +100,10 @@ type twistAt struct {
 func watchTwists(t *testing.T, m *rostest.Master, topic string) *twistLog {
 	t.Helper()
 	l := &twistLog{}
-	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: "twist_watch", Host: "127.0.0.1",
-		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: "twist_watch", Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	sub, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: n, Topic: topic, Callback: func(msg *geometry_msgs.Twist) {

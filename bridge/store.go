@@ -170,8 +170,10 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 		// (invariant 9); the bridge still must not lose its records.
 		b.log.Warn("stop at start not delivered", "err", stopErr)
 	}
-	rep, err := d.st.Recover(ctx, store.RecoverInput{By: "bridge", StopSent: stopErr == nil, StopErr: stopErr,
-		Details: map[string]any{"robot": b.conf.Config.Robot.ID, "transport": string(b.conf.Config.Transport.Kind)}})
+	rep, err := d.st.Recover(ctx, store.RecoverInput{
+		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr,
+		Details: map[string]any{"robot": b.conf.Config.Robot.ID, "transport": string(b.conf.Config.Transport.Kind)},
+	})
 	if err != nil {
 		return fmt.Errorf("bridge: restart recovery: %w", err)
 	}
@@ -196,8 +198,10 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 // closeDurable records the shutdown and closes the store; Stop calls it
 // after the supervisor's stop and before the driver's last one.
 func (b *Bridge) closeDurable(ctx context.Context) error {
-	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{Type: store.AuditBridgeStop, Actor: "bridge",
-		Summary: "bridge shut down cleanly"}, map[string]any{"robot": b.conf.Config.Robot.ID}); err != nil {
+	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{
+		Type: store.AuditBridgeStop, Actor: "bridge",
+		Summary: "bridge shut down cleanly",
+	}, map[string]any{"robot": b.conf.Config.Robot.ID}); err != nil {
 		b.log.Error("shutdown not audited", "err", err)
 	}
 	return b.dur.st.Close()

@@ -241,13 +241,17 @@ func scenarioToolCalls(t *testing.T, start harnessFactory) {
 		"role": "assistant",
 		"tool_calls": []any{
 			map[string]any{"id": "call_1", "type": "function", "function": map[string]any{
-				"name": "get_robot_state", "arguments": "{}"}},
+				"name": "get_robot_state", "arguments": "{}",
+			}},
 			map[string]any{"id": "call_2", "type": "function", "function": map[string]any{
-				"name": "move_arm_to", "arguments": "Sure! Here are the arguments:\n```json\n{\"pose\": \"ready\",}\n```"}},
+				"name": "move_arm_to", "arguments": "Sure! Here are the arguments:\n```json\n{\"pose\": \"ready\",}\n```",
+			}},
 			map[string]any{"id": "call_3", "type": "function", "function": map[string]any{
-				"name": "list_named_poses", "arguments": "{'kind': 'arm',}"}},
+				"name": "list_named_poses", "arguments": "{'kind': 'arm',}",
+			}},
 			map[string]any{"id": "call_4", "type": "function", "function": map[string]any{
-				"name": "move_base_to", "arguments": "{\"x\": "}},
+				"name": "move_base_to", "arguments": "{\"x\": ",
+			}},
 		},
 	}
 	code, body := h.do("POST", "/v1/tool_calls", h.agent, msg)
@@ -275,8 +279,11 @@ func TestE2E_AuthMatrixBasics(t *testing.T) {
 	code, _ = h.do("POST", "/v1/tools/get_robot_state/call", "wrong-token", map[string]any{})
 	require.Equal(t, http.StatusUnauthorized, code)
 	for _, route := range [][2]string{
-		{"GET", "/v1/approvals?status=pending"}, {"GET", "/v1/grants"},
-		{"POST", "/v1/estop/reset"}, {"POST", "/v1/faults/clear"}, {"GET", "/v1/sim/faults"},
+		{"GET", "/v1/approvals?status=pending"},
+		{"GET", "/v1/grants"},
+		{"POST", "/v1/estop/reset"},
+		{"POST", "/v1/faults/clear"},
+		{"GET", "/v1/sim/faults"},
 	} {
 		code, _ := h.do(route[0], route[1], h.agent, nil)
 		require.Equal(t, http.StatusForbidden, code, "%s %s", route[0], route[1])

@@ -57,22 +57,32 @@ func TestDescribe(t *testing.T) {
 		text     string
 	}{
 		{
-			"request", events.Event{Type: events.TypeApproval, Data: approval.Event{Type: approval.EventApprovalCreated,
-				Approval: &approval.Approval{ID: "apr_1", TaskID: "task-1", Preview: "move the arm to ready", RequestedBy: "agent"}}},
+			"request",
+			events.Event{Type: events.TypeApproval, Data: approval.Event{
+				Type:     approval.EventApprovalCreated,
+				Approval: &approval.Approval{ID: "apr_1", TaskID: "task-1", Preview: "move the arm to ready", RequestedBy: "agent"},
+			}},
 			"approval.created", "agent", "agent asks to move the arm to ready (request apr_1, task task-1)",
 		},
 		{
-			"denial with its reason", events.Event{Type: events.TypeApproval, Data: approval.Event{Type: approval.EventApprovalDenied,
-				Approval: &approval.Approval{ID: "apr_1", Preview: "move the arm to ready", Status: approval.StatusDenied, DecidedBy: "operator", Reason: "not now"}}},
+			"denial with its reason",
+			events.Event{Type: events.TypeApproval, Data: approval.Event{
+				Type:     approval.EventApprovalDenied,
+				Approval: &approval.Approval{ID: "apr_1", Preview: "move the arm to ready", Status: approval.StatusDenied, DecidedBy: "operator", Reason: "not now"},
+			}},
 			"approval.denied", "operator", "request apr_1 (move the arm to ready) denied by operator: not now",
 		},
 		{
-			"revocation", events.Event{Type: events.TypeApproval, Data: approval.Event{Type: approval.EventGrantRevoked,
-				Grant: &approval.Grant{ID: "grt_1", RevokedBy: "operator", Description: "move_arm_to poses ready"}}},
+			"revocation",
+			events.Event{Type: events.TypeApproval, Data: approval.Event{
+				Type:  approval.EventGrantRevoked,
+				Grant: &approval.Grant{ID: "grt_1", RevokedBy: "operator", Description: "move_arm_to poses ready"},
+			}},
 			"grant.revoked", "operator", "grant grt_1 revoked by operator: move_arm_to poses ready",
 		},
 		{
-			"safety", events.Event{Type: events.TypeSafety, Data: map[string]any{"kind": "estop_pressed", "by": "operator", "text": "e-stop pressed", "reason": "test"}},
+			"safety",
+			events.Event{Type: events.TypeSafety, Data: map[string]any{"kind": "estop_pressed", "by": "operator", "text": "e-stop pressed", "reason": "test"}},
 			"estop_pressed", "operator", "e-stop pressed (test)",
 		},
 		{"system", events.Event{Type: events.TypeSystem, Data: "bridge started"}, "system", "", "bridge started"},

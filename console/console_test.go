@@ -19,8 +19,10 @@ import (
 
 func TestNew_RejectsBadConf(t *testing.T) {
 	ok := func() Conf {
-		return Conf{OperatorToken: testToken, Operator: &fakeOperator{}, Bus: events.New(1),
-			Snapshot: func(context.Context) (any, error) { return nil, nil }}
+		return Conf{
+			OperatorToken: testToken, Operator: &fakeOperator{}, Bus: events.New(1),
+			Snapshot: func(context.Context) (any, error) { return nil, nil },
+		}
 	}
 	for _, tc := range []struct {
 		name  string

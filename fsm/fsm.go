@@ -51,8 +51,10 @@ func (s State) Motion() bool {
 
 // AllStates lists every state in lifecycle order.
 func AllStates() []State {
-	return []State{Requested, AwaitingApproval, Approved, Executing, Succeeded, Denied, Expired,
-		Cancelled, Failed, Stopping, Recovering, Recovered, Fault, EStopped, Interrupted}
+	return []State{
+		Requested, AwaitingApproval, Approved, Executing, Succeeded, Denied, Expired,
+		Cancelled, Failed, Stopping, Recovering, Recovered, Fault, EStopped, Interrupted,
+	}
 }
 
 // ParseState returns the state named s.

@@ -16,8 +16,10 @@ func benchEnvelope(x float64) toolapi.Envelope {
 	for i := range joints {
 		joints[i] = robot.Joint{Name: "joint", Position: 0.1 * float64(i)}
 	}
-	return toolapi.Envelope{OK: true, Tool: "get_robot_state", Text: "idle", Robot: "stopped at (1.00, 2.00)",
-		Data: robot.State{Stamp: time.Unix(1_700_000_000, 0).UTC(), Base: robot.Pose2D{X: x, Y: 2}, Joints: joints}}
+	return toolapi.Envelope{
+		OK: true, Tool: "get_robot_state", Text: "idle", Robot: "stopped at (1.00, 2.00)",
+		Data: robot.State{Stamp: time.Unix(1_700_000_000, 0).UTC(), Base: robot.Pose2D{X: x, Y: 2}, Joints: joints},
+	}
 }
 
 // BenchmarkEnvelopeToProto measures the conversion on the fast path

@@ -33,17 +33,27 @@ func TestEnvelope_RoundTripMatchesHTTP(t *testing.T) {
 		name string
 		env  toolapi.Envelope
 	}{
-		{"state tool ok", toolapi.Envelope{OK: true, Tool: "get_robot_state", Text: "The robot is idle.", Robot: "idle at (0, 0)",
-			Data: robot.State{Base: robot.Pose2D{X: 1.25, Y: -0.5}, Joints: []robot.Joint{{Name: "j1", Position: 0.3}}}}},
-		{"action with a task", toolapi.Envelope{OK: true, Tool: "move_base_to", Robot: "idle", Text: "Awaiting approval.",
-			Task: &toolapi.TaskRef{ID: "t-1", Status: fsm.AwaitingApproval, Progress: &actions.Progress{Fraction: 0, Text: "waiting"}, Text: "waiting for an operator"}}},
-		{"task without progress", toolapi.Envelope{OK: true, Tool: "cancel_task", Robot: "idle",
-			Task: &toolapi.TaskRef{ID: "t-2", Status: fsm.Cancelled}}},
-		{"invalid params naming the field", toolapi.Envelope{OK: false, Tool: "move_base_to", Robot: "stopped at (1.2, 0.4)",
+		{"state tool ok", toolapi.Envelope{
+			OK: true, Tool: "get_robot_state", Text: "The robot is idle.", Robot: "idle at (0, 0)",
+			Data: robot.State{Base: robot.Pose2D{X: 1.25, Y: -0.5}, Joints: []robot.Joint{{Name: "j1", Position: 0.3}}},
+		}},
+		{"action with a task", toolapi.Envelope{
+			OK: true, Tool: "move_base_to", Robot: "idle", Text: "Awaiting approval.",
+			Task: &toolapi.TaskRef{ID: "t-1", Status: fsm.AwaitingApproval, Progress: &actions.Progress{Fraction: 0, Text: "waiting"}, Text: "waiting for an operator"},
+		}},
+		{"task without progress", toolapi.Envelope{
+			OK: true, Tool: "cancel_task", Robot: "idle",
+			Task: &toolapi.TaskRef{ID: "t-2", Status: fsm.Cancelled},
+		}},
+		{"invalid params naming the field", toolapi.Envelope{
+			OK: false, Tool: "move_base_to", Robot: "stopped at (1.2, 0.4)",
 			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.InvalidParams, "x=99 is outside [-5, 5]").
-				With("field", "x").With("received", 99.0).With("allowed", []any{-5.0, 5.0}))}},
-		{"retry after", toolapi.Envelope{OK: false, Tool: "get_robot_state", Robot: "unknown",
-			Error: &toolapi.ErrorBody{Type: toolerr.RateLimited, Message: "slow down", Retryable: true, RetryAfterMS: 250, Suggestion: "wait"}}},
+				With("field", "x").With("received", 99.0).With("allowed", []any{-5.0, 5.0})),
+		}},
+		{"retry after", toolapi.Envelope{
+			OK: false, Tool: "get_robot_state", Robot: "unknown",
+			Error: &toolapi.ErrorBody{Type: toolerr.RateLimited, Message: "slow down", Retryable: true, RetryAfterMS: 250, Suggestion: "wait"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,10 +76,13 @@ func TestEnvelopeToProto_NonFinite(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	// Given an envelope whose data and details hold NaN and infinities
 	// (a sensor that reports NaN, a limit that is unbounded)
-	env := toolapi.Envelope{OK: false, Tool: "get_robot_state", Robot: "unknown",
+	env := toolapi.Envelope{
+		OK: false, Tool: "get_robot_state", Robot: "unknown",
 		Data: robot.State{Base: robot.Pose2D{X: nan, Y: inf, Theta: -inf}},
-		Error: &toolapi.ErrorBody{Type: toolerr.SafetyViolation, Message: "limit",
-			Details: map[string]any{"max": inf, "value": nan}},
+		Error: &toolapi.ErrorBody{
+			Type: toolerr.SafetyViolation, Message: "limit",
+			Details: map[string]any{"max": inf, "value": nan},
+		},
 		Task: &toolapi.TaskRef{ID: "t-1", Status: fsm.Executing, Progress: &actions.Progress{Fraction: nan}},
 	}
 	// When it is converted

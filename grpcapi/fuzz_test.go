@@ -20,9 +20,11 @@ import (
 func FuzzCallToolRequest(f *testing.F) {
 	seeds := []*robotbridgev1.CallToolRequest{
 		{Tool: "move_base_to", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"x": structpb.NewNumberValue(1.5), "y": structpb.NewNumberValue(-2)}}, SessionId: "s", IdempotencyKey: "k", WaitMs: 100},
+			"x": structpb.NewNumberValue(1.5), "y": structpb.NewNumberValue(-2),
+		}}, SessionId: "s", IdempotencyKey: "k", WaitMs: 100},
 		{Tool: "move_base_to", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"x": structpb.NewNumberValue(math.NaN()), "y": structpb.NewNumberValue(math.Inf(-1))}}},
+			"x": structpb.NewNumberValue(math.NaN()), "y": structpb.NewNumberValue(math.Inf(-1)),
+		}}},
 		{Tool: "move_arm_to", Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{
 			"joints": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(math.Inf(1)), structpb.NewNullValue()}}),
 			"nested": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"k": {}}}),

@@ -186,8 +186,10 @@ func (s *Service) CancelTask(ctx context.Context, req *connect.Request[robotbrid
 	if err := checkIDs("session_id", m.GetSessionId()); err != nil {
 		return nil, err
 	}
-	env, err := s.call(ctx, toolapi.CallRequest{Tool: toolapi.ToolCancelTask,
-		Arguments: map[string]any{"task_id": m.GetTaskId()}, SessionID: m.GetSessionId()})
+	env, err := s.call(ctx, toolapi.CallRequest{
+		Tool:      toolapi.ToolCancelTask,
+		Arguments: map[string]any{"task_id": m.GetTaskId()}, SessionID: m.GetSessionId(),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +211,10 @@ func (s *Service) call(ctx context.Context, req toolapi.CallRequest) (*robotbrid
 	pe, err := EnvelopeToProto(env)
 	if err != nil {
 		s.log.Error("envelope cannot be encoded", "tool", env.Tool, "trace_id", toolapi.TraceIDFromContext(ctx), "err", err)
-		pe, _ = EnvelopeToProto(toolapi.Envelope{Tool: env.Tool, Robot: env.Robot, Task: env.Task,
-			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.Internal, "the result could not be encoded"))})
+		pe, _ = EnvelopeToProto(toolapi.Envelope{
+			Tool: env.Tool, Robot: env.Robot, Task: env.Task,
+			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.Internal, "the result could not be encoded")),
+		})
 	}
 	return pe, nil
 }

@@ -257,8 +257,10 @@ func TestService_ToolFailureIsASuccessfulRPC(t *testing.T) {
 			// Given a call path that fails the call
 			s := startService(t, nil, nil)
 			s.tools.CallFn = func(_ context.Context, _ toolapi.Principal, req toolapi.CallRequest) toolapi.Envelope {
-				return toolapi.Envelope{Tool: req.Tool, Robot: "stopped",
-					Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.SafetyViolation, "x=7 is outside the workspace").With("field", "x"))}
+				return toolapi.Envelope{
+					Tool: req.Tool, Robot: "stopped",
+					Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.SafetyViolation, "x=7 is outside the workspace").With("field", "x")),
+				}
 			}
 			// When the tool is called
 			resp, err := s.client(proto).CallTool(context.Background(), request(&robotbridgev1.CallToolRequest{Tool: "move_base_to"}, agentToken))
@@ -279,8 +281,10 @@ func TestService_UnencodableEnvelopeKeepsTheTask(t *testing.T) {
 	// call that did create a task
 	s := startService(t, nil, nil)
 	s.tools.CallFn = func(context.Context, toolapi.Principal, toolapi.CallRequest) toolapi.Envelope {
-		return toolapi.Envelope{OK: true, Tool: "move_base_to", Robot: "moving", Data: map[string]any{"c": make(chan int)},
-			Task: &toolapi.TaskRef{ID: "t-7", Status: fsm.Executing}}
+		return toolapi.Envelope{
+			OK: true, Tool: "move_base_to", Robot: "moving", Data: map[string]any{"c": make(chan int)},
+			Task: &toolapi.TaskRef{ID: "t-7", Status: fsm.Executing},
+		}
 	}
 	// When it is called
 	resp, err := s.client("grpc").CallTool(context.Background(), request(&robotbridgev1.CallToolRequest{Tool: "move_base_to"}, agentToken))

@@ -79,12 +79,15 @@ func TestValueOf(t *testing.T) {
 		{"NaN in a map becomes a string", map[string]any{"x": nan}, map[string]any{"x": "NaN"}},
 		{"infinities in a list become strings", []float64{inf, -inf, 2}, []any{"Infinity", "-Infinity", 2.0}},
 		{"NaN in a struct field", robot.Pose2D{X: nan, Y: 1, Theta: inf}, map[string]any{"x": "NaN", "y": 1.0, "theta": "Infinity"}},
-		{"NaN deep inside the robot state", robot.State{Stamp: at, Base: robot.Pose2D{X: nan}},
+		{
+			"NaN deep inside the robot state",
+			robot.State{Stamp: at, Base: robot.Pose2D{X: nan}},
 			func() any {
 				m := jsonOf(t, robot.State{Stamp: at}).(map[string]any)
 				m["base"].(map[string]any)["x"] = "NaN"
 				return m
-			}()},
+			}(),
+		},
 		{"json tags, embedding, omitempty, omitzero and -", withTags{
 			inner: inner{Deep: nan}, Named: 1, Skipped: 9, Untagged: 3, Bytes: []byte("hi"),
 			IntKeys: map[int]bool{7: true}, Any: float32(-inf), private: 1,
@@ -142,10 +145,14 @@ func TestTreeOf_MatchesEncodingJSON(t *testing.T) {
 		name string
 		in   any
 	}{
-		{"robot state", robot.State{Stamp: at, Base: robot.Pose2D{X: 1, Y: 2, Theta: 0.5},
-			Joints: []robot.Joint{{Name: "shoulder", Position: 0.1}}, Faults: []string{"stall"}}},
-		{"task data", toolapi.TaskData{ID: "t-1", Tool: "move_base_to", Arguments: map[string]any{"x": 1.0},
-			Status: fsm.Executing, Progress: actions.Progress{Fraction: 0.5, Text: "halfway"}}},
+		{"robot state", robot.State{
+			Stamp: at, Base: robot.Pose2D{X: 1, Y: 2, Theta: 0.5},
+			Joints: []robot.Joint{{Name: "shoulder", Position: 0.1}}, Faults: []string{"stall"},
+		}},
+		{"task data", toolapi.TaskData{
+			ID: "t-1", Tool: "move_base_to", Arguments: map[string]any{"x": 1.0},
+			Status: fsm.Executing, Progress: actions.Progress{Fraction: 0.5, Text: "halfway"},
+		}},
 		{"task view", actions.TaskView{ID: "t-2", Status: fsm.Succeeded, CreatedAt: at, UpdatedAt: at, Result: map[string]any{"ok": true}}},
 		{"tags and embedding", withTags{inner: inner{Deep: 2}, Named: 1, Bytes: []byte{0, 1}, IntKeys: map[int]bool{-1: false}}},
 		{"envelope", toolapi.Envelope{OK: false, Tool: "x", Robot: "idle", Error: &toolapi.ErrorBody{Type: "NOT_FOUND", Details: map[string]any{"k": []any{1.0}}}}},

@@ -3,8 +3,9 @@ package hwconfig
 import (
 	"testing"
 
-	"github.com/robot-bridge/robot-bridge/geom"
 	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/geom"
 )
 
 func TestHelpers_Manipulator(t *testing.T) {

@@ -56,20 +56,34 @@ func TestROSFields_ValidateRejectsEachDefect(t *testing.T) {
 		field   string
 		allowed string
 	}{
-		{"heartbeat topic with a space", func(c *Config) { c.Transport.ROS.HeartbeatTopic = "bridge alive" },
-			"transport.ros.heartbeat_topic", "ROS graph name"},
-		{"heartbeat topic starting with a digit", func(c *Config) { c.Transport.ROS.HeartbeatTopic = "/1hb" },
-			"transport.ros.heartbeat_topic", "ROS graph name"},
-		{"empty label", func(c *Config) { c.Transport.ROS.ClassLabels = []string{"cup", ""} },
-			"transport.ros.class_labels[1]", "non-empty"},
-		{"label with a comma", func(c *Config) { c.Transport.ROS.ClassLabels = []string{"cup,mug"} },
-			"transport.ros.class_labels[0]", "without commas"},
-		{"label with surrounding spaces", func(c *Config) { c.Transport.ROS.ClassLabels = []string{" cup"} },
-			"transport.ros.class_labels[0]", "without commas"},
-		{"too many labels", func(c *Config) { c.Transport.ROS.ClassLabels = make([]string, MaxClassLabels+1) },
-			"transport.ros.class_labels", "at most 1024"},
-		{"labels without a camera", func(c *Config) { c.Camera = nil },
-			"transport.ros.class_labels", "only with a camera"},
+		{
+			"heartbeat topic with a space", func(c *Config) { c.Transport.ROS.HeartbeatTopic = "bridge alive" },
+			"transport.ros.heartbeat_topic", "ROS graph name",
+		},
+		{
+			"heartbeat topic starting with a digit", func(c *Config) { c.Transport.ROS.HeartbeatTopic = "/1hb" },
+			"transport.ros.heartbeat_topic", "ROS graph name",
+		},
+		{
+			"empty label", func(c *Config) { c.Transport.ROS.ClassLabels = []string{"cup", ""} },
+			"transport.ros.class_labels[1]", "non-empty",
+		},
+		{
+			"label with a comma", func(c *Config) { c.Transport.ROS.ClassLabels = []string{"cup,mug"} },
+			"transport.ros.class_labels[0]", "without commas",
+		},
+		{
+			"label with surrounding spaces", func(c *Config) { c.Transport.ROS.ClassLabels = []string{" cup"} },
+			"transport.ros.class_labels[0]", "without commas",
+		},
+		{
+			"too many labels", func(c *Config) { c.Transport.ROS.ClassLabels = make([]string, MaxClassLabels+1) },
+			"transport.ros.class_labels", "at most 1024",
+		},
+		{
+			"labels without a camera", func(c *Config) { c.Camera = nil },
+			"transport.ros.class_labels", "only with a camera",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -231,11 +231,16 @@ func (v *validator) ros(r *ROSConf) {
 		v.p.add(p+"base_mode", r.BaseMode, BaseModeMoveBase+", "+BaseModeCmdVel, "unknown base mode %q", r.BaseMode)
 	}
 	names := []struct{ key, val string }{
-		{"odom_topic", r.OdomTopic}, {"joint_states_topic", r.JointStatesTopic},
-		{"battery_topic", r.BatteryTopic}, {"detections_topic", r.DetectionsTopic},
-		{"estop_topic", r.EStopTopic}, {"cmd_vel_topic", r.CmdVelTopic},
-		{"move_base_action", r.MoveBaseAction}, {"arm_action", r.ArmAction},
-		{"gripper_action", r.GripperAction}, {"heartbeat_topic", r.HeartbeatTopic},
+		{"odom_topic", r.OdomTopic},
+		{"joint_states_topic", r.JointStatesTopic},
+		{"battery_topic", r.BatteryTopic},
+		{"detections_topic", r.DetectionsTopic},
+		{"estop_topic", r.EStopTopic},
+		{"cmd_vel_topic", r.CmdVelTopic},
+		{"move_base_action", r.MoveBaseAction},
+		{"arm_action", r.ArmAction},
+		{"gripper_action", r.GripperAction},
+		{"heartbeat_topic", r.HeartbeatTopic},
 	}
 	for _, n := range names {
 		if n.val != "" && !rosNamePattern.MatchString(n.val) {

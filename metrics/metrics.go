@@ -172,8 +172,10 @@ func (m *Metrics) StoreDropped(kind string) {
 }
 
 // storeOps is the closed set of store write kinds.
-var storeOps = map[string]bool{"transition": true, "approval": true, "grant": true, "idempotency": true, "batch": true,
-	"audit": true, "recover": true, "meta": true}
+var storeOps = map[string]bool{
+	"transition": true, "approval": true, "grant": true, "idempotency": true, "batch": true,
+	"audit": true, "recover": true, "meta": true,
+}
 
 // StoreWrite observes one committed store write (store.Conf.ObserveWrite).
 func (m *Metrics) StoreWrite(op string, d time.Duration) {

@@ -23,8 +23,10 @@ func TestCamera_AgreesWithIndependentPinhole(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// Given a camera and the tests' own pinhole model of it
-			conf := hwconfig.CameraConf{Width: 640, Height: 480, Fx: 525, Fy: 520, Cx: 320, Cy: 240,
-				Mount: hwconfig.Vec3Conf{X: 0.1, Y: 0.05, Z: 1.2}, YawDeg: tc.yaw, PitchDeg: tc.pitch, MaxRange: 6}
+			conf := hwconfig.CameraConf{
+				Width: 640, Height: 480, Fx: 525, Fy: 520, Cx: 320, Cy: 240,
+				Mount: hwconfig.Vec3Conf{X: 0.1, Y: 0.05, Z: 1.2}, YawDeg: tc.yaw, PitchDeg: tc.pitch, MaxRange: 6,
+			}
 			cam, err := NewCamera(&conf)
 			require.NoError(t, err)
 			ref := newPinhole(conf)
@@ -50,8 +52,10 @@ func TestCamera_AgreesWithIndependentPinhole(t *testing.T) {
 
 func TestCamera_Conventions(t *testing.T) {
 	// Given the sim robot's camera: 1.2 m up, pitched 25° down, looking along +x
-	conf := hwconfig.CameraConf{Width: 640, Height: 480, Fx: 525, Fy: 525, Cx: 320, Cy: 240,
-		Mount: hwconfig.Vec3Conf{X: 0.1, Z: 1.2}, PitchDeg: 25, MaxRange: 6}
+	conf := hwconfig.CameraConf{
+		Width: 640, Height: 480, Fx: 525, Fy: 525, Cx: 320, Cy: 240,
+		Mount: hwconfig.Vec3Conf{X: 0.1, Z: 1.2}, PitchDeg: 25, MaxRange: 6,
+	}
 	cam, err := NewCamera(&conf)
 	require.NoError(t, err)
 

@@ -20,17 +20,23 @@ func TestDecodeDetections_Accepts(t *testing.T) {
 		in   string
 		want []robot.Detection
 	}{
-		{"the issue's example", `{"label":"cup","bbox":[412,220,468,301],"confidence":0.87}`,
-			[]robot.Detection{{Label: "cup", BBox: [4]float64{412, 220, 468, 301}, Confidence: 0.87}}},
-		{"an array with depth", ` [{"label":"cup","bbox":[412,220,468,301],"confidence":0.87,"depth":1.9},
+		{
+			"the issue's example", `{"label":"cup","bbox":[412,220,468,301],"confidence":0.87}`,
+			[]robot.Detection{{Label: "cup", BBox: [4]float64{412, 220, 468, 301}, Confidence: 0.87}},
+		},
+		{
+			"an array with depth", ` [{"label":"cup","bbox":[412,220,468,301],"confidence":0.87,"depth":1.9},
 			{"label":"bottle","bbox":[0,0,640,480],"confidence":1}] `,
 			[]robot.Detection{
 				{Label: "cup", BBox: [4]float64{412, 220, 468, 301}, Confidence: 0.87, Depth: 1.9},
 				{Label: "bottle", BBox: [4]float64{0, 0, 640, 480}, Confidence: 1},
-			}},
+			},
+		},
 		{"an empty array", `[]`, []robot.Detection{}},
-		{"a stamp", `{"label":"cup","bbox":[1,2,3,4],"confidence":0,"stamp":"2026-01-02T03:04:05Z"}`,
-			[]robot.Detection{{Label: "cup", BBox: [4]float64{1, 2, 3, 4}, Stamp: epoch}}},
+		{
+			"a stamp", `{"label":"cup","bbox":[1,2,3,4],"confidence":0,"stamp":"2026-01-02T03:04:05Z"}`,
+			[]robot.Detection{{Label: "cup", BBox: [4]float64{1, 2, 3, 4}, Stamp: epoch}},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

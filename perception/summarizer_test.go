@@ -100,8 +100,10 @@ func TestLocate_FromDepthAndFromSurfaces(t *testing.T) {
 // cfgCamera returns the camera conf the summarizer was built from, for
 // rendering test detections with the independent pinhole.
 func (s *Summarizer) cfgCamera() *hwconfig.CameraConf {
-	c := hwconfig.CameraConf{Width: int(s.cam.width), Height: int(s.cam.height), Fx: s.cam.fx, Fy: s.cam.fy, Cx: s.cam.cx, Cy: s.cam.cy,
-		MaxRange: s.cam.maxRange, RateHz: s.cam.rateHz}
+	c := hwconfig.CameraConf{
+		Width: int(s.cam.width), Height: int(s.cam.height), Fx: s.cam.fx, Fy: s.cam.fy, Cx: s.cam.cx, Cy: s.cam.cy,
+		MaxRange: s.cam.maxRange, RateHz: s.cam.rateHz,
+	}
 	c.Mount = hwconfig.Vec3Conf{X: s.cam.origin.X, Y: s.cam.origin.Y, Z: s.cam.origin.Z}
 	c.PitchDeg = robot.Degrees(math.Asin(-s.cam.fwd.Z))
 	c.YawDeg = robot.Degrees(math.Atan2(s.cam.fwd.Y, s.cam.fwd.X))

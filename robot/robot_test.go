@@ -31,8 +31,10 @@ func TestHub_LatestValueNeverBlocks(t *testing.T) {
 }
 
 func TestSummaryAndAngles(t *testing.T) {
-	s := State{Base: Pose2D{X: 1.2, Y: 0.4, Theta: math.Pi / 2}, Battery: Battery{Percent: 87},
-		Gripper: &Gripper{Holding: "red_cup", Closed: true}}
+	s := State{
+		Base: Pose2D{X: 1.2, Y: 0.4, Theta: math.Pi / 2}, Battery: Battery{Percent: 87},
+		Gripper: &Gripper{Holding: "red_cup", Closed: true},
+	}
 	require.Equal(t, "stopped at (1.20, 0.40) facing 90°, holding red_cup, battery 87%", s.Summary())
 	s.Velocity.V = 0.3
 	s.EStop = true

@@ -74,7 +74,7 @@ func (d *fakeDriver) Stop(ctx context.Context) error {
 	return nil
 }
 
-func (d *fakeDriver) Latest() (robot.State, bool)            { return d.hub.Latest() }
+func (d *fakeDriver) Latest() (robot.State, bool)             { return d.hub.Latest() }
 func (d *fakeDriver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
 func (d *fakeDriver) LinkUp() bool {
 	d.mu.Lock()
@@ -133,8 +133,10 @@ func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *har
 	}
 	fc := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 	h := &harness{t: t, fc: fc, cfg: cfg, drv: &fakeDriver{clock: fc, link: true}}
-	sup, err := New(Conf{Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(),
-		Observer: ObserverFunc(func(e Event) { h.evMu.Lock(); h.events = append(h.events, e); h.evMu.Unlock() })})
+	sup, err := New(Conf{
+		Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(),
+		Observer: ObserverFunc(func(e Event) { h.evMu.Lock(); h.events = append(h.events, e); h.evMu.Unlock() }),
+	})
 	require.NoError(t, err)
 	h.sup = sup
 	stowed, err := cfg.PoseJoints("stowed")

@@ -97,8 +97,10 @@ func (s *Supervisor) authorize(a Authorization) error {
 	if hash == "" {
 		hash = ArgsHash(a.Tool, a.Args)
 	}
-	err := s.grants.Authorize(Use{GrantID: a.GrantID, TaskID: a.TaskID, Tool: a.Tool, Args: a.Args, ArgsHash: hash,
-		RobotID: s.cfg.Robot.ID, Now: s.clock.Now()})
+	err := s.grants.Authorize(Use{
+		GrantID: a.GrantID, TaskID: a.TaskID, Tool: a.Tool, Args: a.Args, ArgsHash: hash,
+		RobotID: s.cfg.Robot.ID, Now: s.clock.Now(),
+	})
 	if err != nil {
 		if !errors.Is(err, ErrNotAuthorized) {
 			err = fmt.Errorf("%w: %w", ErrNotAuthorized, err)

@@ -102,9 +102,13 @@ func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
 	require.NotEmpty(t, a.GrantID)
 	reuse := safety.Motion{
 		Auth: safety.Authorization{TaskID: "another-task", Tool: "move_base_to", Args: a.Arguments, GrantID: a.GrantID},
-		Steps: []safety.Step{{Name: "reuse", Command: robot.Command{Kind: robot.CmdMoveBase,
-			Base: &robot.BaseGoal{Target: robot.Pose2D{X: 2, Y: -1}, MaxLinear: 0.8, MaxAngular: 1.5}},
-			Done: func(robot.State) bool { return false }}},
+		Steps: []safety.Step{{
+			Name: "reuse", Command: robot.Command{
+				Kind: robot.CmdMoveBase,
+				Base: &robot.BaseGoal{Target: robot.Pose2D{X: 2, Y: -1}, MaxLinear: 0.8, MaxAngular: 1.5},
+			},
+			Done: func(robot.State) bool { return false },
+		}},
 		Deadline: 10 * time.Second,
 	}
 	out = r.sup.Execute(context.Background(), reuse)
@@ -454,8 +458,10 @@ func TestInvariant9_SimStopsWithoutCommands(t *testing.T) {
 		s, err := sim.New(cfg)
 		require.NoError(t, err)
 		// Given the base sent on a long drive and then never refreshed
-		require.NoError(t, s.Command(robot.Command{ID: "c1", Kind: robot.CmdMoveBase,
-			Base: &robot.BaseGoal{Target: robot.Pose2D{X: 4, Y: 0}, MaxLinear: 0.8, MaxAngular: 1.5}}))
+		require.NoError(t, s.Command(robot.Command{
+			ID: "c1", Kind: robot.CmdMoveBase,
+			Base: &robot.BaseGoal{Target: robot.Pose2D{X: 4, Y: 0}, MaxLinear: 0.8, MaxAngular: 1.5},
+		}))
 		timeout := s.CommandTimeout()
 		s.Step(timeout)
 		require.Greater(t, s.Truth().Velocity.V, 0.1, "it was driving")

@@ -137,8 +137,10 @@ func (l *Limits) Workspace() geom.Polygon { return l.workspace }
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func notFinite(field string) *LimitError {
-	return &LimitError{Limit: LimitNotFinite, Field: field, Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
-		Allowed: "a finite number", Detail: field + " is not a finite number"}
+	return &LimitError{
+		Limit: LimitNotFinite, Field: field, Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
+		Allowed: "a finite number", Detail: field + " is not a finite number",
+	}
 }
 
 // Check returns a *LimitError if cmd violates a limit. from is the base
@@ -170,12 +172,16 @@ func (l *Limits) checkBase(g robot.BaseGoal, from *robot.Pose2D) error {
 	}
 	bc := l.cfg.Base
 	if g.MaxLinear <= 0 || g.MaxLinear > bc.MaxLinearSpeed {
-		return &LimitError{Limit: LimitLinearSpeed, Field: "max_linear", Value: g.MaxLinear, Min: 0, Max: bc.MaxLinearSpeed,
-			Allowed: fmt.Sprintf("0 < max_linear <= %g m/s", bc.MaxLinearSpeed)}
+		return &LimitError{
+			Limit: LimitLinearSpeed, Field: "max_linear", Value: g.MaxLinear, Min: 0, Max: bc.MaxLinearSpeed,
+			Allowed: fmt.Sprintf("0 < max_linear <= %g m/s", bc.MaxLinearSpeed),
+		}
 	}
 	if g.MaxAngular <= 0 || g.MaxAngular > bc.MaxAngularSpeed {
-		return &LimitError{Limit: LimitAngularSpeed, Field: "max_angular", Value: g.MaxAngular, Min: 0, Max: bc.MaxAngularSpeed,
-			Allowed: fmt.Sprintf("0 < max_angular <= %g rad/s", bc.MaxAngularSpeed)}
+		return &LimitError{
+			Limit: LimitAngularSpeed, Field: "max_angular", Value: g.MaxAngular, Min: 0, Max: bc.MaxAngularSpeed,
+			Allowed: fmt.Sprintf("0 < max_angular <= %g rad/s", bc.MaxAngularSpeed),
+		}
 	}
 	if err := l.checkPosition(g.Target.X, g.Target.Y); err != nil {
 		return err
@@ -184,16 +190,20 @@ func (l *Limits) checkBase(g robot.BaseGoal, from *robot.Pose2D) error {
 		a, b := geom.Point{X: from.X, Y: from.Y}, geom.Point{X: g.Target.X, Y: g.Target.Y}
 		for _, k := range l.keepOut {
 			if k.poly.CrossesSegment(a, b) || k.poly.Contains(a) {
-				return &LimitError{Limit: LimitPathKeepOut, Field: "x", Value: g.Target.X, Min: math.NaN(), Max: math.NaN(),
+				return &LimitError{
+					Limit: LimitPathKeepOut, Field: "x", Value: g.Target.X, Min: math.NaN(), Max: math.NaN(),
 					Allowed: "a straight path that stays outside keep-out region " + k.name + " (" + k.poly.Describe() + ")",
 					Detail: fmt.Sprintf("the straight path from (%.2f, %.2f) to (%.2f, %.2f) crosses keep-out region %s",
-						a.X, a.Y, b.X, b.Y, k.name)}
+						a.X, a.Y, b.X, b.Y, k.name),
+				}
 			}
 		}
 		if l.workspace.CrossesSegment(a, b) && !l.workspace.Contains(a) {
-			return &LimitError{Limit: LimitWorkspace, Field: "x", Value: from.X, Min: math.NaN(), Max: math.NaN(),
+			return &LimitError{
+				Limit: LimitWorkspace, Field: "x", Value: from.X, Min: math.NaN(), Max: math.NaN(),
 				Allowed: l.workspace.Describe(),
-				Detail:  fmt.Sprintf("the base starts at (%.2f, %.2f), outside the workspace", a.X, a.Y)}
+				Detail:  fmt.Sprintf("the base starts at (%.2f, %.2f), outside the workspace", a.X, a.Y),
+			}
 		}
 	}
 	return nil
@@ -209,15 +219,19 @@ func (l *Limits) checkPosition(x, y float64) error {
 		if x >= min.X && x <= max.X {
 			field, v, lo, hi = "y", y, min.Y, max.Y
 		}
-		return &LimitError{Limit: LimitWorkspace, Field: field, Value: v, Min: lo, Max: hi,
+		return &LimitError{
+			Limit: LimitWorkspace, Field: field, Value: v, Min: lo, Max: hi,
 			Allowed: l.workspace.Describe(),
-			Detail:  fmt.Sprintf("target (%s, %s) is outside the workspace", fmtNum(x), fmtNum(y))}
+			Detail:  fmt.Sprintf("target (%s, %s) is outside the workspace", fmtNum(x), fmtNum(y)),
+		}
 	}
 	for _, k := range l.keepOut {
 		if k.poly.Contains(p) {
-			return &LimitError{Limit: LimitKeepOut, Field: "x", Value: x, Min: math.NaN(), Max: math.NaN(),
+			return &LimitError{
+				Limit: LimitKeepOut, Field: "x", Value: x, Min: math.NaN(), Max: math.NaN(),
 				Allowed: "outside keep-out region " + k.name + " (" + k.poly.Describe() + ")",
-				Detail:  fmt.Sprintf("target (%s, %s) is inside keep-out region %s", fmtNum(x), fmtNum(y), k.name)}
+				Detail:  fmt.Sprintf("target (%s, %s) is inside keep-out region %s", fmtNum(x), fmtNum(y), k.name),
+			}
 		}
 	}
 	return nil
@@ -225,20 +239,26 @@ func (l *Limits) checkPosition(x, y float64) error {
 
 func (l *Limits) checkArm(g robot.ArmGoal) error {
 	if l.cfg.Arm == nil {
-		return &LimitError{Limit: LimitNoArm, Field: "arm", Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
-			Detail: "this robot has no arm"}
+		return &LimitError{
+			Limit: LimitNoArm, Field: "arm", Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
+			Detail: "this robot has no arm",
+		}
 	}
 	joints := l.cfg.Arm.Joints
 	if len(g.Positions) != len(joints) {
-		return &LimitError{Limit: LimitJointCount, Field: "positions", Value: float64(len(g.Positions)),
-			Min: float64(len(joints)), Max: float64(len(joints)), Allowed: fmt.Sprintf("exactly %d joint positions", len(joints))}
+		return &LimitError{
+			Limit: LimitJointCount, Field: "positions", Value: float64(len(g.Positions)),
+			Min: float64(len(joints)), Max: float64(len(joints)), Allowed: fmt.Sprintf("exactly %d joint positions", len(joints)),
+		}
 	}
 	if !finite(g.VelocityScale) {
 		return notFinite("velocity_scale")
 	}
 	if g.VelocityScale <= 0 || g.VelocityScale > 1 {
-		return &LimitError{Limit: LimitVelocityScale, Field: "velocity_scale", Value: g.VelocityScale, Min: 0, Max: 1,
-			Allowed: "0 < velocity_scale <= 1"}
+		return &LimitError{
+			Limit: LimitVelocityScale, Field: "velocity_scale", Value: g.VelocityScale, Min: 0, Max: 1,
+			Allowed: "0 < velocity_scale <= 1",
+		}
 	}
 	for i, j := range joints {
 		v := g.Positions[i]
@@ -246,8 +266,10 @@ func (l *Limits) checkArm(g robot.ArmGoal) error {
 			return notFinite("joints." + j.Name)
 		}
 		if v < j.Min || v > j.Max {
-			return &LimitError{Limit: LimitJointPosition, Field: "joints." + j.Name, Value: v, Min: j.Min, Max: j.Max,
-				Allowed: fmt.Sprintf("%s in [%g, %g] rad", j.Name, j.Min, j.Max)}
+			return &LimitError{
+				Limit: LimitJointPosition, Field: "joints." + j.Name, Value: v, Min: j.Min, Max: j.Max,
+				Allowed: fmt.Sprintf("%s in [%g, %g] rad", j.Name, j.Min, j.Max),
+			}
 		}
 	}
 	return nil
@@ -255,16 +277,20 @@ func (l *Limits) checkArm(g robot.ArmGoal) error {
 
 func (l *Limits) checkGripper(g robot.GripperGoal) error {
 	if l.cfg.Gripper == nil {
-		return &LimitError{Limit: LimitNoGripper, Field: "gripper", Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
-			Detail: "this robot has no gripper"}
+		return &LimitError{
+			Limit: LimitNoGripper, Field: "gripper", Value: math.NaN(), Min: math.NaN(), Max: math.NaN(),
+			Detail: "this robot has no gripper",
+		}
 	}
 	if !finite(g.Force) {
 		return notFinite("force")
 	}
 	max := l.cfg.Gripper.MaxForce
 	if g.Force < 0 || g.Force > max || (g.Close && g.Force == 0) {
-		return &LimitError{Limit: LimitGripperForce, Field: "force", Value: g.Force, Min: 0, Max: max,
-			Allowed: fmt.Sprintf("0 < force <= %g N", max)}
+		return &LimitError{
+			Limit: LimitGripperForce, Field: "force", Value: g.Force, Min: 0, Max: max,
+			Allowed: fmt.Sprintf("0 < force <= %g N", max),
+		}
 	}
 	return nil
 }

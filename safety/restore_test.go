@@ -19,10 +19,18 @@ func TestRestoreLatches_RefusesMotionUntilAnOperatorReleases(t *testing.T) {
 		is      error
 		release func(h *harness) error
 	}{
-		{"e-stop", EStopStatus{Active: true, By: "alice", Reason: "person near the arm", Since: since}, FaultStatus{},
-			toolerr.EStopActive, ErrEStopActive, func(h *harness) error { return h.sup.ResetEStop("bob") }},
-		{"fault", EStopStatus{}, FaultStatus{Latched: true, Reason: "recovery failed", TaskID: "task-1", Since: since},
-			toolerr.SafetyViolation, ErrFaultLatched, func(h *harness) error { return h.sup.ClearFault("bob") }},
+		{
+			"e-stop",
+			EStopStatus{Active: true, By: "alice", Reason: "person near the arm", Since: since},
+			FaultStatus{},
+			toolerr.EStopActive, ErrEStopActive, func(h *harness) error { return h.sup.ResetEStop("bob") },
+		},
+		{
+			"fault",
+			EStopStatus{},
+			FaultStatus{Latched: true, Reason: "recovery failed", TaskID: "task-1", Since: since},
+			toolerr.SafetyViolation, ErrFaultLatched, func(h *harness) error { return h.sup.ClearFault("bob") },
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,7 @@ package safety_test
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -65,8 +65,8 @@ type authLog struct {
 	// rig works around it until that is fixed.
 	serial sync.Mutex
 	mu     sync.Mutex
-	ok    map[string]int
-	no    map[string]int
+	ok     map[string]int
+	no     map[string]int
 }
 
 func (a *authLog) Authorize(u safety.Use) error {
@@ -147,15 +147,19 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	require.NoError(t, err)
 	r.appr = appr
 	r.auth = &authLog{inner: appr, ok: map[string]int{}, no: map[string]int{}}
-	r.sup, err = safety.New(safety.Conf{Config: cfg, Driver: r.drv, Grants: r.auth, Clock: fc, Logger: log,
-		Observer: safety.ObserverFunc(func(e safety.Event) { r.evMu.Lock(); r.events = append(r.events, e); r.evMu.Unlock() })})
+	r.sup, err = safety.New(safety.Conf{
+		Config: cfg, Driver: r.drv, Grants: r.auth, Clock: fc, Logger: log,
+		Observer: safety.ObserverFunc(func(e safety.Event) { r.evMu.Lock(); r.events = append(r.events, e); r.evMu.Unlock() }),
+	})
 	require.NoError(t, err)
 	require.NoError(t, r.drv.Start(context.Background()))
 	r.stopR = func() { _ = r.drv.Close() }
 	waitUntil(t, func() bool { _, ok := r.drv.Latest(); return ok }, "sim never published")
 	require.NoError(t, r.sup.Start(context.Background()))
-	r.run, err = actions.NewRunner(actions.RunnerConf{Config: cfg, Supervisor: r.sup, Approver: appr, Objects: truthObjects{s},
-		Clock: fc, Logger: log})
+	r.run, err = actions.NewRunner(actions.RunnerConf{
+		Config: cfg, Supervisor: r.sup, Approver: appr, Objects: truthObjects{s},
+		Clock: fc, Logger: log,
+	})
 	require.NoError(t, err)
 	t.Cleanup(r.close)
 	r.syncState()

@@ -305,8 +305,10 @@ func New(cfg *hwconfig.Config, opts ...Option) (*Sim, error) {
 		name string
 		v    float64
 	}{
-		{"base.max_linear_speed", b.MaxLinearSpeed}, {"base.max_angular_speed", b.MaxAngularSpeed},
-		{"base.max_linear_accel", b.MaxLinearAccel}, {"base.max_angular_accel", b.MaxAngularAccel},
+		{"base.max_linear_speed", b.MaxLinearSpeed},
+		{"base.max_angular_speed", b.MaxAngularSpeed},
+		{"base.max_linear_accel", b.MaxLinearAccel},
+		{"base.max_angular_accel", b.MaxAngularAccel},
 	} {
 		if !(f.v > 0) || math.IsInf(f.v, 0) {
 			return nil, fmt.Errorf("sim: %s = %v must be a finite number > 0", f.name, f.v)

@@ -260,8 +260,10 @@ func writeSafetyEvent(ctx context.Context, tx *sql.Tx, e safety.Event) error {
 	if e.Err != nil {
 		details["error"] = e.Err.Error()
 	}
-	if _, err := insertAudit(ctx, tx, AuditRecord{At: e.At, Type: "safety." + string(e.Kind), Actor: e.By, TaskID: e.TaskID,
-		Summary: e.String(), Reason: e.Reason}, details); err != nil {
+	if _, err := insertAudit(ctx, tx, AuditRecord{
+		At: e.At, Type: "safety." + string(e.Kind), Actor: e.By, TaskID: e.TaskID,
+		Summary: e.String(), Reason: e.Reason,
+	}, details); err != nil {
 		return err
 	}
 	switch e.Kind {

@@ -132,8 +132,10 @@ func ParseAuditQuery(v url.Values, export bool) (AuditQuery, error) {
 	}
 	if s := v.Get("type"); s != "" {
 		if len(s) > 64 || !auditTypeRe.MatchString(s) {
-			return q, &QueryError{Param: "type", Value: s,
-				Allowed: "a record type like approval.approved or a family like approval, task, safety, grant, bridge"}
+			return q, &QueryError{
+				Param: "type", Value: s,
+				Allowed: "a record type like approval.approved or a family like approval, task, safety, grant, bridge",
+			}
 		}
 		q.Type = s
 	}

@@ -107,8 +107,11 @@ func TestParseAuditQuery(t *testing.T) {
 		wantParam string
 	}{
 		{"empty", "", false, AuditQuery{}, ""},
-		{"everything", "since=2026-03-01T12:00:00Z&task_id=task-1&type=approval.denied&limit=50&cursor=" + good, false,
-			AuditQuery{Since: t0, TaskID: "task-1", Type: "approval.denied", Limit: 50, Cursor: good}, ""},
+		{
+			"everything", "since=2026-03-01T12:00:00Z&task_id=task-1&type=approval.denied&limit=50&cursor=" + good, false,
+			AuditQuery{Since: t0, TaskID: "task-1", Type: "approval.denied", Limit: 50, Cursor: good},
+			"",
+		},
 		{"empty values are absent", "since=&task_id=&type=", false, AuditQuery{}, ""},
 		{"nanoseconds and offset", "since=2026-03-01T13:00:00.5%2B01:00", false, AuditQuery{Since: t0.Add(500 * time.Millisecond)}, ""},
 		{"unknown parameter", "task=1", false, AuditQuery{}, "task"},

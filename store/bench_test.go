@@ -55,8 +55,10 @@ func BenchmarkTransitionWrite(b *testing.B) {
 			start := time.Now()
 			for i := 0; b.Loop(); i++ {
 				t1 := time.Now()
-				err := s.RecordTransition(ctx, actions.TransitionRecord{TaskID: "task-bench", Tool: "move_base_to",
-					From: fsm.Approved, To: fsm.Executing, Event: fsm.EvStart, At: t0.Add(time.Duration(i)), By: "supervisor", GrantID: "grt_1"})
+				err := s.RecordTransition(ctx, actions.TransitionRecord{
+					TaskID: "task-bench", Tool: "move_base_to",
+					From: fsm.Approved, To: fsm.Executing, Event: fsm.EvStart, At: t0.Add(time.Duration(i)), By: "supervisor", GrantID: "grt_1",
+				})
 				lat = append(lat, time.Since(t1))
 				if err != nil {
 					b.Fatal(err)
@@ -195,7 +197,8 @@ func BenchmarkActionPath(b *testing.B) {
 			require.NoError(b, drv.Start(context.Background()))
 			b.Cleanup(func() { _ = drv.Close() })
 			sent := make(chan time.Time, 64)
-			sup, err := safety.New(safety.Conf{Config: cfg, Driver: drv, Clock: clk, Logger: quietLogger(),
+			sup, err := safety.New(safety.Conf{
+				Config: cfg, Driver: drv, Clock: clk, Logger: quietLogger(),
 				Observer: safety.ObserverFunc(func(e safety.Event) {
 					if e.Kind == safety.EventCommandSent {
 						select {
@@ -203,7 +206,8 @@ func BenchmarkActionPath(b *testing.B) {
 						default:
 						}
 					}
-				})})
+				}),
+			})
 			require.NoError(b, err)
 			require.NoError(b, sup.Start(context.Background()))
 			b.Cleanup(func() { _ = sup.Close() })

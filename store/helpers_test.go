@@ -49,7 +49,8 @@ func flush(t testing.TB, s *Store) {
 func create(t testing.TB, s *Store, id, tool string, args map[string]any, by string, at time.Time) {
 	t.Helper()
 	require.NoError(t, s.RecordTransition(context.Background(), actions.TransitionRecord{
-		TaskID: id, Tool: tool, Arguments: args, To: fsm.Requested, At: at, By: by, Reason: "preview of " + tool}))
+		TaskID: id, Tool: tool, Arguments: args, To: fsm.Requested, At: at, By: by, Reason: "preview of " + tool,
+	}))
 }
 
 func move(t testing.TB, s *Store, id, tool string, from fsm.State, ev fsm.Event, at time.Time, by string) fsm.State {
@@ -57,7 +58,8 @@ func move(t testing.TB, s *Store, id, tool string, from fsm.State, ev fsm.Event,
 	to, ok := fsm.Next(from, ev)
 	require.True(t, ok, "%s --%s-->", from, ev)
 	require.NoError(t, s.RecordTransition(context.Background(), actions.TransitionRecord{
-		TaskID: id, Tool: tool, From: from, To: to, Event: ev, At: at, By: by}))
+		TaskID: id, Tool: tool, From: from, To: to, Event: ev, At: at, By: by,
+	}))
 	return to
 }
 

@@ -59,8 +59,10 @@ func (r *errorRecord) toolErr() *toolerr.Error {
 	if r == nil {
 		return nil
 	}
-	return &toolerr.Error{Type: r.Type, Message: r.Message, Suggestion: r.Suggestion,
-		RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Details: r.Details}
+	return &toolerr.Error{
+		Type: r.Type, Message: r.Message, Suggestion: r.Suggestion,
+		RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Details: r.Details,
+	}
 }
 
 func (s *Store) redact(tool string, args map[string]any) map[string]any {
@@ -117,8 +119,10 @@ func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord
 		if from == "" {
 			from = "(new)"
 		}
-		_, err := insertAudit(ctx, tx, AuditRecord{At: at, Type: TransitionAuditType(r.To), Actor: r.By, TaskID: r.TaskID,
-			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason}, details)
+		_, err := insertAudit(ctx, tx, AuditRecord{
+			At: at, Type: TransitionAuditType(r.To), Actor: r.By, TaskID: r.TaskID,
+			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
+		}, details)
 		return err
 	})
 }
@@ -242,8 +246,10 @@ func (s *Store) saveApprovalTx(ctx context.Context, tx *sql.Tx, a approval.Appro
 	if a.GrantID != "" && a.Status == approval.StatusApproved {
 		summary += " (grant " + a.GrantID + ")"
 	}
-	_, err := insertAudit(ctx, tx, AuditRecord{At: at, Type: "approval." + ev, Actor: actor, TaskID: a.TaskID, Subject: a.ID,
-		Summary: summary, Reason: a.Reason}, shown)
+	_, err := insertAudit(ctx, tx, AuditRecord{
+		At: at, Type: "approval." + ev, Actor: actor, TaskID: a.TaskID, Subject: a.ID,
+		Summary: summary, Reason: a.Reason,
+	}, shown)
 	return err
 }
 
@@ -281,8 +287,10 @@ func saveGrantTx(ctx context.Context, tx *sql.Tx, g approval.Grant, at time.Time
 		return err
 	}
 	ev := grantEvent(g.Status)
-	_, err := insertAudit(ctx, tx, AuditRecord{At: at, Type: "grant." + ev, Actor: actor, TaskID: g.TaskID, Subject: g.ID,
-		Summary: fmt.Sprintf("%s grant %s %s: %s", g.Kind, g.ID, ev, g.Description), Reason: reason}, g)
+	_, err := insertAudit(ctx, tx, AuditRecord{
+		At: at, Type: "grant." + ev, Actor: actor, TaskID: g.TaskID, Subject: g.ID,
+		Summary: fmt.Sprintf("%s grant %s %s: %s", g.Kind, g.ID, ev, g.Description), Reason: reason,
+	}, g)
 	return err
 }
 

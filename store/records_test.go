@@ -70,9 +70,11 @@ func TestTaskChanged_KeepsTextAndErrorButNeverStatus(t *testing.T) {
 	// When the runner's view arrives with its error (and a stale status)
 	te := toolerr.New(toolerr.ActionFailed, "gripper closed on nothing").With("monitor", "verify_failed")
 	te.Suggestion = "look again"
-	s.TaskChanged(actions.TaskView{ID: "task-2", Tool: "grasp", Status: fsm.Requested, Text: "failed: nothing held",
+	s.TaskChanged(actions.TaskView{
+		ID: "task-2", Tool: "grasp", Status: fsm.Requested, Text: "failed: nothing held",
 		Error: te, SessionID: "sess-1", Principal: "agent", Progress: actions.Progress{Fraction: 0.5, Text: "closing"},
-		UpdatedAt: t0.Add(time.Second)})
+		UpdatedAt: t0.Add(time.Second),
+	})
 	flush(t, s)
 	// Then the stored task has the view's words and the recorded status
 	v, err := s.Task(ctx, "task-2")
@@ -88,9 +90,11 @@ func TestTaskChanged_KeepsTextAndErrorButNeverStatus(t *testing.T) {
 }
 
 func testApproval(id, task string, st approval.Status) approval.Approval {
-	return approval.Approval{ID: id, TaskID: task, Tool: "move_base_to", Arguments: map[string]any{"x": 1.0, "y": 2.0},
+	return approval.Approval{
+		ID: id, TaskID: task, Tool: "move_base_to", Arguments: map[string]any{"x": 1.0, "y": 2.0},
 		ArgsHash: "h", RobotID: "sim-1", Preview: "move the base 2.2 m", Status: st, RequestedBy: "agent",
-		CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)}
+		CreatedAt: t0, ExpiresAt: t0.Add(time.Minute),
+	}
 }
 
 func TestSaveApprovalAndGrant_AreAudited(t *testing.T) {
@@ -100,8 +104,10 @@ func TestSaveApprovalAndGrant_AreAudited(t *testing.T) {
 	a := testApproval("apr_1", "task-3", approval.StatusPending)
 	require.NoError(t, s.SaveApproval(ctx, a))
 	dec := t0.Add(5 * time.Second)
-	g := approval.Grant{ID: "grt_1", Kind: approval.GrantOnce, Tool: "move_base_to", RobotID: "sim-1", ApprovalID: "apr_1",
-		TaskID: "task-3", Status: approval.GrantActive, CreatedBy: "alice", CreatedAt: dec, ExpiresAt: dec.Add(time.Minute)}
+	g := approval.Grant{
+		ID: "grt_1", Kind: approval.GrantOnce, Tool: "move_base_to", RobotID: "sim-1", ApprovalID: "apr_1",
+		TaskID: "task-3", Status: approval.GrantActive, CreatedBy: "alice", CreatedAt: dec, ExpiresAt: dec.Add(time.Minute),
+	}
 	require.NoError(t, s.SaveGrant(ctx, g))
 	a.Status, a.DecidedAt, a.DecidedBy, a.Reason, a.GrantID = approval.StatusApproved, &dec, "alice", "looks clear", "grt_1"
 	require.NoError(t, s.SaveApproval(ctx, a))
@@ -264,8 +270,10 @@ func TestSafetyEvents_LatchesPersistUntilCleared(t *testing.T) {
 	require.False(t, f.Latched)
 	// And the audit has every event
 	recs := auditAll(t, s3, AuditQuery{Type: "safety"})
-	require.Equal(t, []string{"safety.estop_pressed", "safety.stop_sent", "safety.fault_latched", "safety.fault_latched",
-		"safety.estop_reset", "safety.fault_cleared"}, types(recs))
+	require.Equal(t, []string{
+		"safety.estop_pressed", "safety.stop_sent", "safety.fault_latched", "safety.fault_latched",
+		"safety.estop_reset", "safety.fault_cleared",
+	}, types(recs))
 	require.Equal(t, "bob", recs[4].Actor)
 }
 
@@ -324,8 +332,10 @@ func TestRecover_SettlesWhatThePreviousRunLeft(t *testing.T) {
 	st = move(t, s, "t-done", "release", st, fsm.EvStart, t0, "supervisor")
 	move(t, s, "t-done", "release", st, fsm.EvSucceed, t0, "supervisor")
 	require.NoError(t, s.SaveApproval(ctx, testApproval("apr_p", "t-wait", approval.StatusPending)))
-	g := approval.Grant{ID: "grt_s", Kind: approval.GrantScoped, Tool: "move_arm_to", Status: approval.GrantActive,
-		CreatedBy: "alice", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	g := approval.Grant{
+		ID: "grt_s", Kind: approval.GrantScoped, Tool: "move_arm_to", Status: approval.GrantActive,
+		CreatedBy: "alice", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+	}
 	require.NoError(t, s.SaveGrant(ctx, g))
 	_, _, err := s.Reserve(ctx, "agent\x00linked", "move_base_to", safety.ArgsHash("move_base_to", map[string]any{"y": 2.0}))
 	require.NoError(t, err)

@@ -193,8 +193,10 @@ func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput,
 			With("task_id", r.id).With("status", string(fsm.Interrupted)).With("was", string(from))
 		te.Suggestion = "check get_robot_state to see where the robot is now, then ask the user before calling " + r.tool +
 			" again (with a new idempotency key)"
-		tr := actions.TransitionRecord{TaskID: r.id, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
-			By: in.By, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String}
+		tr := actions.TransitionRecord{
+			TaskID: r.id, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
+			By: in.By, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String,
+		}
 		if err := insertTransition(ctx, tx, tr, now); err != nil {
 			return err
 		}
@@ -202,8 +204,10 @@ func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput,
 			string(fsm.Interrupted), te.Message, mustJSON(errorRecordOf(te)), ns(now), r.id); err != nil {
 			return err
 		}
-		if _, err := insertAudit(ctx, tx, AuditRecord{At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, TaskID: r.id,
-			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.id, r.tool, from, fsm.Interrupted, fsm.EvInterrupt), Reason: reason},
+		if _, err := insertAudit(ctx, tx, AuditRecord{
+			At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, TaskID: r.id,
+			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.id, r.tool, from, fsm.Interrupted, fsm.EvInterrupt), Reason: reason,
+		},
 			map[string]any{"tool": r.tool, "from": string(from), "to": string(fsm.Interrupted), "event": string(fsm.EvInterrupt), "text": te.Message}); err != nil {
 			return err
 		}

@@ -255,8 +255,10 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 
 	mk, haveMarker, err := readMarker(markerPath)
 	if err != nil {
-		return nil, &OpenError{Path: path, Problem: "its marker file " + markerPath + " is unreadable: " + err.Error(),
-			Remedy: "repair or remove the marker (removing it lets a missing database start empty)", Err: ErrCorrupt}
+		return nil, &OpenError{
+			Path: path, Problem: "its marker file " + markerPath + " is unreadable: " + err.Error(),
+			Remedy: "repair or remove the marker (removing it lets a missing database start empty)", Err: ErrCorrupt,
+		}
 	}
 	fi, statErr := os.Stat(path)
 	exists := statErr == nil
@@ -265,27 +267,35 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	switch {
 	case !exists && haveMarker:
-		return nil, &OpenError{Path: path, Err: ErrMissing,
+		return nil, &OpenError{
+			Path: path, Err: ErrMissing,
 			Problem: fmt.Sprintf("the database is missing, but %s says store %s was created here at %s; starting empty would forget latched faults, approvals and the audit trail",
 				filepath.Base(markerPath), mk.StoreID, mk.CreatedAt.Format(time.RFC3339)),
-			Remedy: "restore the database file (with its -wal file) from a backup, or delete the marker to start a new, empty store on purpose"}
+			Remedy: "restore the database file (with its -wal file) from a backup, or delete the marker to start a new, empty store on purpose",
+		}
 	case exists && fi.IsDir():
 		return nil, &OpenError{Path: path, Problem: "is a directory", Err: ErrCorrupt}
 	case exists && fi.Size() == 0 && haveMarker:
-		return nil, &OpenError{Path: path, Err: ErrCorrupt,
+		return nil, &OpenError{
+			Path: path, Err: ErrCorrupt,
 			Problem: "the database file is empty, but the marker says store " + mk.StoreID + " lived here",
-			Remedy:  "restore the database from a backup, or delete both files to start a new, empty store on purpose"}
+			Remedy:  "restore the database from a backup, or delete both files to start a new, empty store on purpose",
+		}
 	case exists && fi.Size() > 0:
 		if err := checkHeader(path); err != nil {
-			return nil, &OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
-				Remedy: "move the file aside and restore a backup; the bridge will not start on a store it cannot read"}
+			return nil, &OpenError{
+				Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "move the file aside and restore a backup; the bridge will not start on a store it cannot read",
+			}
 		}
 	}
 	fresh := !exists || fi.Size() == 0
 
-	s := &Store{conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, lock: lock,
+	s := &Store{
+		conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, lock: lock,
 		q: make(chan item, conf.QueueSize), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}),
+	}
 	s.info.Path = path
 	s.info.Fresh = fresh
 
@@ -303,23 +313,31 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 		return nil, err
 	}
 	if err := s.w.PingContext(ctx); err != nil {
-		return fail(&OpenError{Path: path, Problem: "SQLite cannot open it: " + err.Error(), Err: ErrCorrupt,
-			Remedy: "move the file aside and restore a backup"})
+		return fail(&OpenError{
+			Path: path, Problem: "SQLite cannot open it: " + err.Error(), Err: ErrCorrupt,
+			Remedy: "move the file aside and restore a backup",
+		})
 	}
 	if quick && !fresh {
 		if err := quickCheck(ctx, s.w); err != nil {
-			return fail(&OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
-				Remedy: "move the file aside and restore a backup, or try `sqlite3 " + path + " .recover`"})
+			return fail(&OpenError{
+				Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "move the file aside and restore a backup, or try `sqlite3 " + path + " .recover`",
+			})
 		}
 	}
 	applied, version, err := migrate(ctx, s.w, s.clock.Now())
 	if err != nil {
 		if errors.Is(err, errTooNew) {
-			return fail(&OpenError{Path: path, Problem: err.Error(), Err: ErrCorrupt,
-				Remedy: "run the robot-bridge build that wrote it, or restore a backup"})
+			return fail(&OpenError{
+				Path: path, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "run the robot-bridge build that wrote it, or restore a backup",
+			})
 		}
-		return fail(&OpenError{Path: path, Problem: "migration failed: " + err.Error(), Err: ErrCorrupt,
-			Remedy: "nothing was changed by the failed migration; restore a backup or report the error"})
+		return fail(&OpenError{
+			Path: path, Problem: "migration failed: " + err.Error(), Err: ErrCorrupt,
+			Remedy: "nothing was changed by the failed migration; restore a backup or report the error",
+		})
 	}
 	s.info.SchemaVersion, s.info.Migrated = version, applied
 
@@ -329,9 +347,11 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	s.info.StoreID, s.info.CleanShutdown = id, clean && !fresh
 	if haveMarker && mk.StoreID != id {
-		return fail(&OpenError{Path: path, Err: ErrForeign,
+		return fail(&OpenError{
+			Path: path, Err: ErrForeign,
 			Problem: fmt.Sprintf("the database is store %s, but the marker names store %s", id, mk.StoreID),
-			Remedy:  "put the right database back, or replace the marker on purpose"})
+			Remedy:  "put the right database back, or replace the marker on purpose",
+		})
 	}
 	if !haveMarker {
 		if err := writeMarker(markerPath, marker{StoreID: id, Database: conf.File, CreatedAt: s.clock.Now().UTC()}); err != nil {

@@ -233,8 +233,10 @@ func TestAsyncTasks(t *testing.T) {
 		h := newHarness(t)
 		h.tasks.WaitFn = func(_ context.Context, id string, max time.Duration) (actions.TaskView, error) {
 			require.Equal(t, 1500*time.Millisecond, max)
-			return actions.TaskView{ID: id, Tool: "move_base_to", Status: fsm.Succeeded, Progress: actions.Progress{Fraction: 1, Text: "arrived"},
-				Result: map[string]any{"final_pose": map[string]any{"x": 1.35}}}, nil
+			return actions.TaskView{
+				ID: id, Tool: "move_base_to", Status: fsm.Succeeded, Progress: actions.Progress{Fraction: 1, Text: "arrived"},
+				Result: map[string]any{"final_pose": map[string]any{"x": 1.35}},
+			}, nil
 		}
 		env := h.call("move_base_to", map[string]any{"arguments": map[string]any{"location": "table"}, "wait_ms": 1500})
 		require.True(t, env.OK)
@@ -263,8 +265,10 @@ func TestAsyncTasks(t *testing.T) {
 	})
 	t.Run("get_task long polls and returns the whole task", func(t *testing.T) {
 		h := newHarness(t)
-		h.tasks.put(actions.TaskView{ID: "t-5", Tool: "move_arm_to", Arguments: map[string]any{"pose": "ready"}, Status: fsm.Executing,
-			Progress: actions.Progress{Fraction: 0.4, Text: "elbow moving"}})
+		h.tasks.put(actions.TaskView{
+			ID: "t-5", Tool: "move_arm_to", Arguments: map[string]any{"pose": "ready"}, Status: fsm.Executing,
+			Progress: actions.Progress{Fraction: 0.4, Text: "elbow moving"},
+		})
 		h.tasks.WaitFn = func(_ context.Context, id string, max time.Duration) (actions.TaskView, error) {
 			require.Equal(t, 250*time.Millisecond, max)
 			return h.tasks.Get(id)

@@ -313,9 +313,11 @@ func (noTasks) Get(string) (actions.TaskView, error) { return actions.TaskView{}
 func (noTasks) Wait(context.Context, string, time.Duration) (actions.TaskView, error) {
 	return actions.TaskView{}, errNoRunner()
 }
+
 func (noTasks) Cancel(context.Context, string, string) (actions.TaskView, error) {
 	return actions.TaskView{}, errNoRunner()
 }
+
 func (noTasks) Stop(context.Context, string, string) (actions.StopReport, error) {
 	return actions.StopReport{}, errNoRunner()
 }

@@ -48,78 +48,112 @@ func TestErrorTypes_EveryTypeThroughHTTP(t *testing.T) {
 		// run makes the call(s); the last envelope is checked.
 		run func(*harness) testEnvelope
 	}{
-		{name: "invalid params are ours", want: toolerr.InvalidParams,
-			run: func(h *harness) testEnvelope { return h.call("move_base_to", args(map[string]any{"x": 99})) }},
-		{name: "unknown tool is ours", want: toolerr.UnknownTool,
-			run: func(h *harness) testEnvelope { return h.call("mvoe_base_to", moveOK) }},
-		{name: "not found comes from the runner", want: toolerr.NotFound,
+		{
+			name: "invalid params are ours", want: toolerr.InvalidParams,
+			run: func(h *harness) testEnvelope { return h.call("move_base_to", args(map[string]any{"x": 99})) },
+		},
+		{
+			name: "unknown tool is ours", want: toolerr.UnknownTool,
+			run: func(h *harness) testEnvelope { return h.call("mvoe_base_to", moveOK) },
+		},
+		{
+			name: "not found comes from the runner", want: toolerr.NotFound,
 			setup: submitFails(toolerr.New(toolerr.NotFound, "no object %q was seen recently", "ghost")),
-			run:   func(h *harness) testEnvelope { return h.call("grasp", args(map[string]any{"object_id": "ghost"})) }},
-		{name: "permission denied comes from the runner", want: toolerr.PermissionDenied,
+			run:   func(h *harness) testEnvelope { return h.call("grasp", args(map[string]any{"object_id": "ghost"})) },
+		},
+		{
+			name: "permission denied comes from the runner", want: toolerr.PermissionDenied,
 			setup: submitFails(toolerr.New(toolerr.PermissionDenied, "this session may not move the arm")),
-			run:   func(h *harness) testEnvelope { return h.call("move_arm_to", args(map[string]any{"pose": "ready"})) }},
-		{name: "approval pending after wait_ms is ours", want: toolerr.ApprovalPending,
+			run:   func(h *harness) testEnvelope { return h.call("move_arm_to", args(map[string]any{"pose": "ready"})) },
+		},
+		{
+			name: "approval pending after wait_ms is ours", want: toolerr.ApprovalPending,
 			run: func(h *harness) testEnvelope {
 				return h.call("move_base_to", map[string]any{"arguments": map[string]any{"location": "table"}, "wait_ms": 100})
-			}},
-		{name: "approval denied carries the task's error", want: toolerr.ApprovalDenied,
+			},
+		},
+		{
+			name: "approval denied carries the task's error", want: toolerr.ApprovalDenied,
 			setup: taskEnds(fsm.Denied, toolerr.New(toolerr.ApprovalDenied, "operator ann denied: the table is being cleaned")),
 			run: func(h *harness) testEnvelope {
 				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
-			}},
-		{name: "approval expired without a runner error", want: toolerr.ApprovalExpired,
+			},
+		},
+		{
+			name: "approval expired without a runner error", want: toolerr.ApprovalExpired,
 			setup: taskEnds(fsm.Expired, nil),
 			run: func(h *harness) testEnvelope {
 				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
-			}},
-		{name: "safety violation comes from the supervisor", want: toolerr.SafetyViolation,
+			},
+		},
+		{
+			name: "safety violation comes from the supervisor", want: toolerr.SafetyViolation,
 			setup: submitFails(toolerr.New(toolerr.SafetyViolation, "target (4.0, -4.0) is in the keep-out region stairs").With("limit", "keep_out")),
 			run: func(h *harness) testEnvelope {
 				return h.call("move_base_to", args(map[string]any{"x": 4.0, "y": -4.0}))
-			}},
-		{name: "estop comes from the supervisor", want: toolerr.EStopActive,
+			},
+		},
+		{
+			name: "estop comes from the supervisor", want: toolerr.EStopActive,
 			setup: submitFails(toolerr.New(toolerr.EStopActive, "the e-stop is latched")),
-			run:   func(h *harness) testEnvelope { return h.call("release", nil) }},
-		{name: "robot busy comes from the runner", want: toolerr.RobotBusy,
+			run:   func(h *harness) testEnvelope { return h.call("release", nil) },
+		},
+		{
+			name: "robot busy comes from the runner", want: toolerr.RobotBusy,
 			setup: submitFails(toolerr.New(toolerr.RobotBusy, "task t-1 (move_base_to) is executing").With("task_id", "t-1")),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", moveOK) }},
-		{name: "timeout is a task that timed out", want: toolerr.Timeout,
+			run:   func(h *harness) testEnvelope { return h.call("move_base_to", moveOK) },
+		},
+		{
+			name: "timeout is a task that timed out", want: toolerr.Timeout,
 			setup: taskEnds(fsm.Recovered, toolerr.New(toolerr.Timeout, "the base did not reach (1, 2) in 8 s; it was stopped and the arm stowed")),
 			run: func(h *harness) testEnvelope {
 				return h.call("move_base_to", map[string]any{"arguments": moveOK["arguments"], "wait_ms": 50})
-			}},
-		{name: "action failed is a task that failed", want: toolerr.ActionFailed,
+			},
+		},
+		{
+			name: "action failed is a task that failed", want: toolerr.ActionFailed,
 			setup: taskEnds(fsm.Failed, toolerr.New(toolerr.ActionFailed, "the gripper closed on nothing")),
 			run: func(h *harness) testEnvelope {
 				return h.call("grasp", map[string]any{"arguments": map[string]any{"object_id": "red_cup"}, "wait_ms": 50})
-			}},
-		{name: "unavailable when the robot state cannot be read", want: toolerr.Unavailable,
+			},
+		},
+		{
+			name: "unavailable when the robot state cannot be read", want: toolerr.Unavailable,
 			setup: func(h *harness) {
 				h.robot.LatestFn = func(context.Context) (robot.State, error) { return robot.State{}, errors.New("link down") }
 			},
-			run: func(h *harness) testEnvelope { return h.call("get_robot_state", nil) }},
-		{name: "rate limited is ours", want: toolerr.RateLimited,
+			run: func(h *harness) testEnvelope { return h.call("get_robot_state", nil) },
+		},
+		{
+			name: "rate limited is ours", want: toolerr.RateLimited,
 			run: func(h *harness) testEnvelope {
 				var env testEnvelope
 				for range 41 { // burst 40
 					env = h.call("get_robot_state", map[string]any{"session_id": "s"})
 				}
 				return env
-			}},
-		{name: "conflict is ours", want: toolerr.Conflict,
+			},
+		},
+		{
+			name: "conflict is ours", want: toolerr.Conflict,
 			run: func(h *harness) testEnvelope {
 				h.call("move_base_to", map[string]any{"arguments": map[string]any{"x": 1, "y": 1}, "idempotency_key": "k"})
 				return h.call("move_base_to", map[string]any{"arguments": map[string]any{"x": 2, "y": 1}, "idempotency_key": "k"})
-			}},
-		{name: "loop detected is ours", want: toolerr.LoopDetected,
+			},
+		},
+		{
+			name: "loop detected is ours", want: toolerr.LoopDetected,
 			run: func(h *harness) testEnvelope {
 				h.call("move_base_to", args(map[string]any{"x": 99}))
 				h.call("move_base_to", args(map[string]any{"x": 99}))
 				return h.call("move_base_to", args(map[string]any{"x": 99}))
-			}},
-		{name: "internal hides a plain error", want: toolerr.Internal,
+			},
+		},
+		{
+			name: "internal hides a plain error", want: toolerr.Internal,
 			setup: submitFails(errors.New("sql: database is locked at /var/lib/secret.db")),
-			run:   func(h *harness) testEnvelope { return h.call("move_base_to", moveOK) }},
+			run:   func(h *harness) testEnvelope { return h.call("move_base_to", moveOK) },
+		},
 	}
 	covered := map[toolerr.Type]bool{}
 	for _, tc := range cases {

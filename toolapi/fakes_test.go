@@ -52,8 +52,10 @@ func (f *fakeTasks) Submit(ctx context.Context, r actions.Request) (actions.Task
 	if f.SubmitFn != nil {
 		return f.SubmitFn(ctx, r)
 	}
-	v := actions.TaskView{ID: "t-" + string(rune('0'+n)), Tool: r.Tool, Arguments: r.Arguments, Status: fsm.AwaitingApproval,
-		Progress: actions.Progress{Text: "waiting for an operator"}}
+	v := actions.TaskView{
+		ID: "t-" + string(rune('0'+n)), Tool: r.Tool, Arguments: r.Arguments, Status: fsm.AwaitingApproval,
+		Progress: actions.Progress{Text: "waiting for an operator"},
+	}
 	f.put(v)
 	return v, nil
 }

@@ -80,8 +80,10 @@ func (g *guard) admit(key string, now time.Time) *toolerr.Error {
 	}
 	if s.calls >= g.budget {
 		wait := s.windowStart.Add(g.window).Sub(now)
-		te := &toolerr.Error{Type: toolerr.RateLimited, RetryAfter: wait,
-			Message: "this session used its budget of calls for now"}
+		te := &toolerr.Error{
+			Type: toolerr.RateLimited, RetryAfter: wait,
+			Message: "this session used its budget of calls for now",
+		}
 		te.Suggestion = "the session's call budget is spent; stop and tell the user, or wait retry_after_ms"
 		return te.With("budget", g.budget).With("window_ms", g.window.Milliseconds())
 	}
@@ -92,8 +94,10 @@ func (g *guard) admit(key string, now time.Time) *toolerr.Error {
 	}
 	if s.tokens < 1 {
 		wait := time.Duration(math.Ceil((1 - s.tokens) / g.rate * float64(time.Second)))
-		te := &toolerr.Error{Type: toolerr.RateLimited, RetryAfter: max(wait, time.Millisecond),
-			Message: "too many calls in this session"}
+		te := &toolerr.Error{
+			Type: toolerr.RateLimited, RetryAfter: max(wait, time.Millisecond),
+			Message: "too many calls in this session",
+		}
 		return te.With("rate_per_second", g.rate).With("burst", int(g.burst))
 	}
 	s.tokens--
@@ -126,8 +130,10 @@ func (g *guard) outcome(key, tool string, argsHash func() string, err *toolerr.E
 	if f.count < g.loopN {
 		return nil
 	}
-	le := &toolerr.Error{Type: toolerr.LoopDetected, Err: err,
+	le := &toolerr.Error{
+		Type: toolerr.LoopDetected, Err: err,
 		Message: "the same " + tool + " call with the same arguments failed the same way " + strconv.Itoa(f.count) +
-			" times in a row (" + string(err.Type) + ": " + err.Message + ")"}
+			" times in a row (" + string(err.Type) + ": " + err.Message + ")",
+	}
 	return le.With("tool", tool).With("count", f.count).With("repeated_error", ErrorBodyOf(err))
 }

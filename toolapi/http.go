@@ -305,7 +305,9 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancelTask(w http.ResponseWriter, r *http.Request) {
-	req := CallRequest{Tool: ToolCancelTask, Arguments: map[string]any{"task_id": r.PathValue("id")},
-		SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id")}
+	req := CallRequest{
+		Tool: ToolCancelTask, Arguments: map[string]any{"task_id": r.PathValue("id")},
+		SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id"),
+	}
 	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
 }

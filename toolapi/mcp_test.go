@@ -26,8 +26,10 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 func mcpSession(t *testing.T, h *harness, token string) (*mcp.ClientSession, error) {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "0"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: h.ts.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
-		HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}}}
+	tr := &mcp.StreamableClientTransport{
+		Endpoint: h.ts.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}},
+	}
 	cs, err := client.Connect(context.Background(), tr, nil)
 	if err == nil {
 		t.Cleanup(func() { _ = cs.Close() })
@@ -74,8 +76,10 @@ func TestMCP_SameToolsSamePath(t *testing.T) {
 	require.Equal(t, "x", env.Error.Details["field"])
 
 	// When it repeats an action with an idempotency key in _meta, one task
-	call := &mcp.CallToolParams{Name: "move_base_to", Arguments: map[string]any{"location": "table"},
-		Meta: mcp.Meta{"idempotency_key": "m1"}}
+	call := &mcp.CallToolParams{
+		Name: "move_base_to", Arguments: map[string]any{"location": "table"},
+		Meta: mcp.Meta{"idempotency_key": "m1"},
+	}
 	a, err := cs.CallTool(ctx, call)
 	require.NoError(t, err)
 	b, err := cs.CallTool(ctx, call)

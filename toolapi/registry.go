@@ -246,8 +246,10 @@ func object(props map[string]any, required ...string) map[string]any {
 }
 
 func stateTool(name, desc string, schema map[string]any) *Tool {
-	return &Tool{Name: name, Kind: KindState, Description: desc, InputSchema: schema, Idempotent: true,
-		Timeout: defaultStateTimeoutMS * time.Millisecond}
+	return &Tool{
+		Name: name, Kind: KindState, Description: desc, InputSchema: schema, Idempotent: true,
+		Timeout: defaultStateTimeoutMS * time.Millisecond,
+	}
 }
 
 func (b builder) getRobotState() *Tool {
@@ -345,8 +347,10 @@ func (b builder) moveBaseTo() *Tool {
 		rangeText = fmt.Sprintf(" (x in [%g, %g], y in [%g, %g])", minX, maxX, minY, maxY)
 	}
 	props["x"], props["y"] = x, y
-	props["theta_deg"] = map[string]any{"type": "number", "minimum": -180, "maximum": 180,
-		"description": "final heading in degrees, counter-clockwise from +x; omit to keep the heading of travel"}
+	props["theta_deg"] = map[string]any{
+		"type": "number", "minimum": -180, "maximum": 180,
+		"description": "final heading in degrees, counter-clockwise from +x; omit to keep the heading of travel",
+	}
 	locs := sortedKeys(b.cfg.Locations)
 	var forms []any
 	forms = append(forms, map[string]any{"required": []string{"x", "y"}, "not": map[string]any{"required": []string{"location"}}})
@@ -356,10 +360,12 @@ func (b builder) moveBaseTo() *Tool {
 	hint := "give x and y (and optionally theta_deg)"
 	if len(locs) > 0 {
 		props["location"] = map[string]any{"type": "string", "enum": locs, "description": "a named location; see list_named_poses"}
-		forms = append(forms, map[string]any{"required": []string{"location"},
+		forms = append(forms, map[string]any{
+			"required": []string{"location"},
 			"not": map[string]any{"anyOf": []any{
 				map[string]any{"required": []string{"x"}}, map[string]any{"required": []string{"y"}}, map[string]any{"required": []string{"theta_deg"}},
-			}}})
+			}},
+		})
 		desc += ", or a named location (" + strings.Join(locs, ", ") + ")"
 		example += fmt.Sprintf(` or {"location": %q}`, locs[0])
 		hint += ", or location alone (one of " + strings.Join(locs, ", ") + "), not both"
@@ -380,8 +386,10 @@ func (b builder) moveBaseTo() *Tool {
 		apprText + " Do not call it again while its task runs; to halt at once use stop."
 	s := object(props)
 	s["oneOf"] = forms
-	return &Tool{Name: ToolMoveBaseTo, Kind: KindAction, Description: desc, InputSchema: s,
-		RequiresApproval: needs, Timeout: b.timeout(ToolMoveBaseTo), oneOfHint: hint}
+	return &Tool{
+		Name: ToolMoveBaseTo, Kind: KindAction, Description: desc, InputSchema: s,
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveBaseTo), oneOfHint: hint,
+	}
 }
 
 func (b builder) moveArmTo() *Tool {
@@ -393,8 +401,10 @@ func (b builder) moveArmTo() *Tool {
 		jt = append(jt, fmt.Sprintf("%s [%g, %g]", j.Name, j.Min, j.Max))
 	}
 	props := map[string]any{
-		"joints": map[string]any{"type": "object", "properties": joints, "additionalProperties": false, "minProperties": 1,
-			"description": "target joint positions in radians by joint name; joints left out keep their position"},
+		"joints": map[string]any{
+			"type": "object", "properties": joints, "additionalProperties": false, "minProperties": 1,
+			"description": "target joint positions in radians by joint name; joints left out keep their position",
+		},
 	}
 	poses := sortedKeys(b.cfg.Poses)
 	forms := []any{map[string]any{"required": []string{"joints"}, "not": map[string]any{"required": []string{"pose"}}}}
@@ -412,8 +422,10 @@ func (b builder) moveArmTo() *Tool {
 	desc += ". Limits outside these ranges are refused. The base does not move. Examples: " + example + ". " + apprText
 	s := object(props)
 	s["oneOf"] = forms
-	return &Tool{Name: ToolMoveArmTo, Kind: KindAction, Description: desc, InputSchema: s,
-		RequiresApproval: needs, Timeout: b.timeout(ToolMoveArmTo), oneOfHint: hint}
+	return &Tool{
+		Name: ToolMoveArmTo, Kind: KindAction, Description: desc, InputSchema: s,
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveArmTo), oneOfHint: hint,
+	}
 }
 
 func (b builder) grasp() *Tool {
@@ -422,24 +434,30 @@ func (b builder) grasp() *Tool {
 	if tol == 0 {
 		tol = 0.05
 	}
-	return &Tool{Name: ToolGrasp, Kind: KindAction,
+	return &Tool{
+		Name: ToolGrasp, Kind: KindAction,
 		Description: fmt.Sprintf("Close the gripper on an object, given its id from describe_scene (e.g. \"red_cup\"). "+
 			"First bring the gripper within %g m of the object (move_base_to a location near it, then move_arm_to); "+
 			"an id that perception has not seen recently is refused with NOT_FOUND: call describe_scene again. "+
 			`Example: {"object_id": "red_cup"}. `, tol) + apprText,
 		InputSchema: object(map[string]any{
-			"object_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.:-]+$",
-				"description": "an object id from describe_scene"},
+			"object_id": map[string]any{
+				"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.:-]+$",
+				"description": "an object id from describe_scene",
+			},
 		}, "object_id"),
-		RequiresApproval: needs, Timeout: b.timeout(ToolGrasp)}
+		RequiresApproval: needs, Timeout: b.timeout(ToolGrasp),
+	}
 }
 
 func (b builder) release() *Tool {
 	needs, apprText := b.approval(ToolRelease)
-	return &Tool{Name: ToolRelease, Kind: KindAction,
+	return &Tool{
+		Name: ToolRelease, Kind: KindAction,
 		Description: "Open the gripper and let go of what it holds, where the arm is now. Use it to put an object down after placing the arm; " +
 			"do not use it to reset an empty gripper. Takes no arguments: {}. " + apprText,
-		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolRelease), Idempotent: true}
+		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolRelease), Idempotent: true,
+	}
 }
 
 func (b builder) returnToSafePose() *Tool {
@@ -448,14 +466,17 @@ func (b builder) returnToSafePose() *Tool {
 	if b.cfg.Arm != nil && b.cfg.SafePose.Arm != "" {
 		what = fmt.Sprintf("Move the arm to its safe pose (%s) at reduced speed; the base stays where it is", b.cfg.SafePose.Arm)
 	}
-	return &Tool{Name: ToolReturnToSafePose, Kind: KindAction,
+	return &Tool{
+		Name: ToolReturnToSafePose, Kind: KindAction,
 		Description: what + ". Use it after a failure left the robot in an awkward pose, or before driving a long way. " +
 			"Takes no arguments: {}. " + apprText,
-		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolReturnToSafePose), Idempotent: true}
+		InputSchema: object(map[string]any{}), RequiresApproval: needs, Timeout: b.timeout(ToolReturnToSafePose), Idempotent: true,
+	}
 }
 
 func (b builder) stop() *Tool {
-	return &Tool{Name: ToolStop, Kind: KindAction,
+	return &Tool{
+		Name: ToolStop, Kind: KindAction,
 		Description: "Stop the robot at once: halt the base and the arm and end every running task. It never needs approval and is always " +
 			"allowed; call it whenever something looks wrong or the user says stop. It does not move the robot back to a safe pose. " +
 			`Optional reason (up to 200 characters) is shown to the operator. Example: {"reason": "user asked to stop"}.`,
@@ -463,15 +484,18 @@ func (b builder) stop() *Tool {
 			// Free text from the user may hold personal details: it is
 			// shown to the operator but never logged.
 			"reason": map[string]any{"type": "string", "maxLength": 200, "description": "why, in a few words", SensitiveKeyword: true},
-		}), Idempotent: true, Timeout: b.timeout(ToolStop)}
+		}), Idempotent: true, Timeout: b.timeout(ToolStop),
+	}
 }
 
 func (b builder) cancelTask() *Tool {
-	return &Tool{Name: ToolCancelTask, Kind: KindAction,
+	return &Tool{
+		Name: ToolCancelTask, Kind: KindAction,
 		Description: "Cancel one task by id. A task not started yet (awaiting approval) ends with no motion; a running one is stopped " +
 			`and recovered. Example: {"task_id": "t-1"}. To halt everything at once use stop instead. It never needs approval.`,
 		InputSchema: object(map[string]any{"task_id": taskIDSchema()}, "task_id"),
-		Idempotent:  true, Timeout: b.timeout(ToolCancelTask)}
+		Idempotent:  true, Timeout: b.timeout(ToolCancelTask),
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

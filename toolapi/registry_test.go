@@ -103,20 +103,30 @@ func names(r *Registry) []string {
 }
 
 func TestRegistry_FollowsCapabilities(t *testing.T) {
-	all := []string{"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
-		"move_base_to", "move_arm_to", "grasp", "release", "return_to_safe_pose", "stop", "cancel_task"}
+	all := []string{
+		"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
+		"move_base_to", "move_arm_to", "grasp", "release", "return_to_safe_pose", "stop", "cancel_task",
+	}
 	cases := []struct {
 		name   string
 		modify func(*hwconfig.Config)
 		want   []string
 	}{
 		{"sim mobile manipulator has every tool", func(*hwconfig.Config) {}, all},
-		{"no gripper: no grasp or release", func(c *hwconfig.Config) { c.Gripper = nil },
-			[]string{"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
-				"move_base_to", "move_arm_to", "return_to_safe_pose", "stop", "cancel_task"}},
-		{"no arm: no arm tools", func(c *hwconfig.Config) { c.Arm, c.Poses = nil, nil },
-			[]string{"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
-				"move_base_to", "return_to_safe_pose", "stop", "cancel_task"}},
+		{
+			"no gripper: no grasp or release", func(c *hwconfig.Config) { c.Gripper = nil },
+			[]string{
+				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
+				"move_base_to", "move_arm_to", "return_to_safe_pose", "stop", "cancel_task",
+			},
+		},
+		{
+			"no arm: no arm tools", func(c *hwconfig.Config) { c.Arm, c.Poses = nil, nil },
+			[]string{
+				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status",
+				"move_base_to", "return_to_safe_pose", "stop", "cancel_task",
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -107,18 +107,24 @@ func (r *reader) toErr(err error) error {
 		if wait <= 0 {
 			wait = time.Millisecond
 		}
-		te := &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: wait, Err: err,
-			Message: r.what + " kept failing, so reads are paused for a moment (circuit breaker open)"}
+		te := &toolerr.Error{
+			Type: toolerr.Unavailable, RetryAfter: wait, Err: err,
+			Message: r.what + " kept failing, so reads are paused for a moment (circuit breaker open)",
+		}
 		return te.With("breaker", "open")
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
-			Message: r.what + " did not answer in time"}
+		return &toolerr.Error{
+			Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+			Message: r.what + " did not answer in time",
+		}
 	}
 	var te *toolerr.Error
 	if errors.As(err, &te) {
 		return te
 	}
-	return &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
-		Message: r.what + " is not reachable right now"}
+	return &toolerr.Error{
+		Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+		Message: r.what + " is not reachable right now",
+	}
 }

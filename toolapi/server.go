@@ -236,8 +236,10 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		// Arguments are logged only at debug level and only redacted:
 		// schema-marked sensitive values never reach a log line, nor do
 		// tokens, which never reach this function.
-		attrs := []any{"tool", label, "kind", kind, "principal", p.Name, "session_id", req.SessionID, "args_hash", argsHash()[:16],
-			"ok", env.OK, "duration", d, "attempt", max(1, attempts.Load())}
+		attrs := []any{
+			"tool", label, "kind", kind, "principal", p.Name, "session_id", req.SessionID, "args_hash", argsHash()[:16],
+			"ok", env.OK, "duration", d, "attempt", max(1, attempts.Load()),
+		}
 		if req.TraceID != "" {
 			attrs = append(attrs, "trace_id", req.TraceID)
 		}
@@ -324,8 +326,10 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 			return fail(err)
 		}
 		st := v.(robot.State)
-		return outcome{data: stateData{State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: s.conf.Robot.LinkUp()},
-			text: "The robot is " + st.Summary() + ".", state: &st}
+		return outcome{
+			data: stateData{State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: s.conf.Robot.LinkUp()},
+			text: "The robot is " + st.Summary() + ".", state: &st,
+		}
 	case ToolDescribeScene:
 		q := SceneQuery{}
 		q.Label, _ = args["label"].(string)
@@ -534,8 +538,10 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 			}
 			return f.view, f.err
 		case <-ctx.Done():
-			return actions.TaskView{}, &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: ctx.Err(),
-				Message: "the first request with this idempotency key is still being processed"}
+			return actions.TaskView{}, &toolerr.Error{
+				Type: toolerr.Unavailable, RetryAfter: time.Second, Err: ctx.Err(),
+				Message: "the first request with this idempotency key is still being processed",
+			}
 		}
 	}
 	f := &flight{hash: hash, done: make(chan struct{})}
@@ -550,8 +556,10 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 
 	rec, reserved, err := s.conf.Idempotency.Reserve(ctx, scoped, r.Tool, hash)
 	if err != nil {
-		f.err = &toolerr.Error{Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
-			Message: "the idempotency store is not available, so the action was not submitted"}
+		f.err = &toolerr.Error{
+			Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
+			Message: "the idempotency store is not available, so the action was not submitted",
+		}
 		return actions.TaskView{}, f.err
 	}
 	if !reserved {
@@ -594,9 +602,11 @@ func (s *Server) replay(rec IdemRecord, hash, key, tool string) (actions.TaskVie
 		return actions.TaskView{}, te.With("idempotency_key", key)
 	}
 	if rec.Error != nil {
-		return actions.TaskView{}, &toolerr.Error{Type: rec.Error.Type, Message: rec.Error.Message,
+		return actions.TaskView{}, &toolerr.Error{
+			Type: rec.Error.Type, Message: rec.Error.Message,
 			Suggestion: rec.Error.Suggestion, Details: rec.Error.Details,
-			RetryAfter: time.Duration(rec.Error.RetryAfterMS) * time.Millisecond}
+			RetryAfter: time.Duration(rec.Error.RetryAfterMS) * time.Millisecond,
+		}
 	}
 	return s.conf.Tasks.Get(rec.TaskID)
 }

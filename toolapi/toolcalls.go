@@ -95,8 +95,10 @@ func (s *Server) ToolCalls(r *http.Request, msg assistantMessage) ToolCallsResul
 	ids := make([]string, len(msg.ToolCalls))
 	run := func(i int) {
 		tc := msg.ToolCalls[i]
-		req := CallRequest{Tool: tc.Function.Name, SessionID: msg.SessionID,
-			Wait: time.Duration(msg.WaitMS) * time.Millisecond, TraceID: r.Header.Get("X-Request-Id")}
+		req := CallRequest{
+			Tool: tc.Function.Name, SessionID: msg.SessionID,
+			Wait: time.Duration(msg.WaitMS) * time.Millisecond, TraceID: r.Header.Get("X-Request-Id"),
+		}
 		if msg.IdempotencyKeyPrefix != "" && tc.ID != "" {
 			req.IdempotencyKey = msg.IdempotencyKeyPrefix + tc.ID
 		}

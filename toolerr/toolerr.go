@@ -69,9 +69,11 @@ var infos = map[Type]Info{
 
 // Types lists every type in a stable order.
 func Types() []Type {
-	return []Type{InvalidParams, UnknownTool, NotFound, PermissionDenied, ApprovalPending,
+	return []Type{
+		InvalidParams, UnknownTool, NotFound, PermissionDenied, ApprovalPending,
 		ApprovalDenied, ApprovalExpired, SafetyViolation, EStopActive, RobotBusy, Timeout,
-		ActionFailed, Unavailable, RateLimited, Conflict, LoopDetected, Internal}
+		ActionFailed, Unavailable, RateLimited, Conflict, LoopDetected, Internal,
+	}
 }
 
 // InfoOf returns the metadata of t; unknown types are Internal's.

@@ -55,8 +55,10 @@ func startDriverBench(b *testing.B) *driverBench {
 	b.Cleanup(func() { _ = d.Close() })
 	r := &driverBench{d: d, goals: make(chan seenAt, 64), cancels: make(chan seenAt, 64), twists: make(chan seenAt, 64), direct: make(chan seenAt, 64)}
 	node := func(name string) *goroslib.Node {
-		nd, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+		nd, err := goroslib.NewNode(goroslib.NodeConf{
+			MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+		})
 		require.NoError(b, err)
 		b.Cleanup(nd.Close)
 		return nd
@@ -130,8 +132,10 @@ func BenchmarkDriver_SendVsDirectPublish(b *testing.B) {
 		flush(r.goals)
 		t0 := time.Now()
 		// A goal where the robot stands: accepted and done at once.
-		require.NoError(b, r.d.Send(ctx, robot.Command{ID: fmt.Sprint(i), Kind: robot.CmdMoveBase,
-			Base: &robot.BaseGoal{Target: st.Base}}))
+		require.NoError(b, r.d.Send(ctx, robot.Command{
+			ID: fmt.Sprint(i), Kind: robot.CmdMoveBase,
+			Base: &robot.BaseGoal{Target: st.Base},
+		}))
 		send = append(send, await(b, r.goals, t0, "", "goal"))
 
 		m := &rosmsg.MoveBaseActionGoal{}

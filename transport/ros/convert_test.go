@@ -54,10 +54,14 @@ func TestJointStateSamples(t *testing.T) {
 		wantErr bool
 		got     map[string]JointSample
 	}{
-		{name: "other order and unknown names", m: sensor_msgs.JointState{Name: []string{"x", "b", "a"}, Position: []float64{9, 2, 1}},
-			got: map[string]JointSample{"a": {Position: 1}, "b": {Position: 2}}},
-		{name: "partial message (gripper published apart)", m: sensor_msgs.JointState{Name: []string{"a"}, Position: []float64{1}, Velocity: []float64{0.5}},
-			got: map[string]JointSample{"a": {Position: 1, Velocity: 0.5}}},
+		{
+			name: "other order and unknown names", m: sensor_msgs.JointState{Name: []string{"x", "b", "a"}, Position: []float64{9, 2, 1}},
+			got: map[string]JointSample{"a": {Position: 1}, "b": {Position: 2}},
+		},
+		{
+			name: "partial message (gripper published apart)", m: sensor_msgs.JointState{Name: []string{"a"}, Position: []float64{1}, Velocity: []float64{0.5}},
+			got: map[string]JointSample{"a": {Position: 1, Velocity: 0.5}},
+		},
 		{name: "fewer positions than names", m: sensor_msgs.JointState{Name: []string{"a", "b"}, Position: []float64{1}}, wantErr: true},
 		{name: "velocity length mismatch", m: sensor_msgs.JointState{Name: []string{"a"}, Position: []float64{1}, Velocity: []float64{1, 2}}, wantErr: true},
 		{name: "NaN position", m: sensor_msgs.JointState{Name: []string{"a"}, Position: []float64{math.NaN()}}, wantErr: true},

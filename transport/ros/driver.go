@@ -120,8 +120,10 @@ func New(conf Conf) (*Driver, error) {
 	if conf.Logger == nil {
 		conf.Logger = slog.Default()
 	}
-	d := &Driver{set: set, clk: conf.Clock, log: conf.Logger.With("component", "ros", "master", set.masterURI),
-		want: map[string]bool{}, warned: map[string]time.Time{}}
+	d := &Driver{
+		set: set, clk: conf.Clock, log: conf.Logger.With("component", "ros", "master", set.masterURI),
+		want: map[string]bool{}, warned: map[string]time.Time{},
+	}
 	d.jnames = set.cfg.JointNames()
 	for _, n := range d.jnames {
 		d.want[n] = true
@@ -645,8 +647,10 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			g, err := s.grip.Send(m, d.set.names.node)
 			if err == nil {
 				d.stMu.Lock()
-				d.st.grip = gripState{commanded: true, close: cmd.Gripper.Close, force: m.Goal.Command.MaxEffort, goalID: g.ID,
-					pos: d.st.grip.pos, havePos: d.st.grip.havePos}
+				d.st.grip = gripState{
+					commanded: true, close: cmd.Gripper.Close, force: m.Goal.Command.MaxEffort, goalID: g.ID,
+					pos: d.st.grip.pos, havePos: d.st.grip.havePos,
+				}
 				if cmd.Gripper.Close {
 					d.st.grip.objectID = cmd.Gripper.ObjectID
 				}

@@ -165,8 +165,10 @@ type baseServer = rosaction.Server[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseAct
 
 func startFakeBase(t *testing.T, m *rostest.Master) *fakeBase {
 	t.Helper()
-	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: "fake_base", Host: "127.0.0.1",
-		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: "fake_base", Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	pub := func(topic string, msg any, latch bool) *goroslib.Publisher {
@@ -180,14 +182,16 @@ func startFakeBase(t *testing.T, m *rostest.Master) *fakeBase {
 	pub("/estop", &std_msgs.Bool{}, true).Write(&std_msgs.Bool{})
 	f := &fakeBase{t: t, got: make(chan *rosaction.ServerGoal, 16), stop: make(chan struct{})}
 	f.srv, err = rosaction.NewServer[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](
-		rosaction.ServerConf[rosmsg.MoveBaseActionGoal]{Node: n, Name: "/move_base", StatusPeriod: 20 * time.Millisecond,
+		rosaction.ServerConf[rosmsg.MoveBaseActionGoal]{
+			Node: n, Name: "/move_base", StatusPeriod: 20 * time.Millisecond,
 			OnGoal: func(g *rosaction.ServerGoal, _ *rosmsg.MoveBaseActionGoal) {
 				if f.swallow.Load() {
 					f.srv.Forget(g)
 					return
 				}
 				f.got <- g
-			}})
+			},
+		})
 	require.NoError(t, err)
 	t.Cleanup(f.srv.Close)
 	go func() {
@@ -373,8 +377,10 @@ func (l *cancelLog) has(id string) bool {
 func watchCancels(t *testing.T, m *rostest.Master) *cancelLog {
 	t.Helper()
 	l := &cancelLog{ids: map[string]bool{}}
-	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: "cancel_watch", Host: "127.0.0.1",
-		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: "cancel_watch", Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	sub, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: n, Topic: "/move_base/cancel", Callback: func(msg *actionlib_msgs.GoalID) {
@@ -440,8 +446,10 @@ func TestDriver_LabelsAndHeartbeatFromTheConfig(t *testing.T) {
 			// and the heartbeat on the configured topic feeds the robot's
 			// command watchdog: refreshed, a motion outlives command_timeout
 			require.Contains(t, m.Subscribers("/watchdog/alive"), "/robot_sim")
-			require.NoError(t, d.Send(context.Background(), robot.Command{ID: "c", Kind: robot.CmdMoveBase,
-				Base: &robot.BaseGoal{Target: robot.Pose2D{X: -2, Y: -2}, IgnoreTheta: true}}))
+			require.NoError(t, d.Send(context.Background(), robot.Command{
+				ID: "c", Kind: robot.CmdMoveBase,
+				Base: &robot.BaseGoal{Target: robot.Pose2D{X: -2, Y: -2}, IgnoreTheta: true},
+			}))
 			fires := n.Sim().WatchdogFires()
 			until := time.Now().Add(2 * cfg.Sim.CommandTimeout.D())
 			for time.Now().Before(until) {

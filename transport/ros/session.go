@@ -63,7 +63,8 @@ func (d *Driver) connect() (*session, error) {
 		return nil, fmt.Errorf("ros: node %s on master %s: %w", n.node, d.set.masterURI, err)
 	}
 	hc := &http.Client{Timeout: time.Second}
-	s := &session{node: node,
+	s := &session{
+		node:   node,
 		master: apimaster.NewClient(d.set.master, "/"+n.node, hc),
 		param:  apiparam.NewClient(d.set.master, "/"+n.node, hc),
 	}

@@ -40,8 +40,10 @@ type wire struct {
 
 func newNode(t *testing.T, m *rostest.Master, name string) *goroslib.Node {
 	t.Helper()
-	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	return n

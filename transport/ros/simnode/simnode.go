@@ -161,8 +161,10 @@ func New(conf Conf) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simnode: %w", err)
 	}
-	n := &Node{cfg: cfg, rc: rc, sim: s, clk: conf.Clock, log: conf.Logger.With("component", "simnode"),
-		name: conf.NodeName, master: hp, status: conf.StatusPeriod, probe: conf.ProbePeriod, gripJ: rc.GripperJoint}
+	n := &Node{
+		cfg: cfg, rc: rc, sim: s, clk: conf.Clock, log: conf.Logger.With("component", "simnode"),
+		name: conf.NodeName, master: hp, status: conf.StatusPeriod, probe: conf.ProbePeriod, gripJ: rc.GripperJoint,
+	}
 	if n.gripJ == "" {
 		n.gripJ = "gripper"
 	}
@@ -384,27 +386,33 @@ func (n *Node) connect() (*session, error) {
 	}
 	if n.rc.BaseMode == hwconfig.BaseModeMoveBase {
 		s.base, err = rosaction.NewServer[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](
-			rosaction.ServerConf[rosmsg.MoveBaseActionGoal]{Node: node, Name: t.moveBase, StatusPeriod: n.status,
+			rosaction.ServerConf[rosmsg.MoveBaseActionGoal]{
+				Node: node, Name: t.moveBase, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.MoveBaseActionGoal) { n.onBaseGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) }})
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+			})
 		if err != nil {
 			return fail("move_base server", err)
 		}
 	}
 	if n.cfg.HasArm() && t.arm != "" {
 		s.arm, err = rosaction.NewServer[rosmsg.FollowJointTrajectoryActionGoal, rosmsg.FollowJointTrajectoryActionResult, rosmsg.FollowJointTrajectoryActionFeedback](
-			rosaction.ServerConf[rosmsg.FollowJointTrajectoryActionGoal]{Node: node, Name: t.arm, StatusPeriod: n.status,
+			rosaction.ServerConf[rosmsg.FollowJointTrajectoryActionGoal]{
+				Node: node, Name: t.arm, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.FollowJointTrajectoryActionGoal) { n.onArmGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) }})
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+			})
 		if err != nil {
 			return fail("arm server", err)
 		}
 	}
 	if n.cfg.HasGripper() && t.gripper != "" {
 		s.grip, err = rosaction.NewServer[rosmsg.GripperCommandActionGoal, rosmsg.GripperCommandActionResult, rosmsg.GripperCommandActionFeedback](
-			rosaction.ServerConf[rosmsg.GripperCommandActionGoal]{Node: node, Name: t.gripper, StatusPeriod: n.status,
+			rosaction.ServerConf[rosmsg.GripperCommandActionGoal]{
+				Node: node, Name: t.gripper, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.GripperCommandActionGoal) { n.onGripGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) }})
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+			})
 		if err != nil {
 			return fail("gripper server", err)
 		}
@@ -707,10 +715,12 @@ func (n *Node) publish(st robot.State) {
 		if st.Battery.Charging {
 			status = sensor_msgs.BatteryState_POWER_SUPPLY_STATUS_CHARGING
 		}
-		s.bat.Write(&sensor_msgs.BatteryState{Header: std_msgs.Header{Stamp: stamp}, Voltage: float32(st.Battery.Voltage),
+		s.bat.Write(&sensor_msgs.BatteryState{
+			Header: std_msgs.Header{Stamp: stamp}, Voltage: float32(st.Battery.Voltage),
 			Percentage: float32(st.Battery.Percent / 100), PowerSupplyStatus: status, Present: true,
 			Charge: float32(math.NaN()), Capacity: float32(math.NaN()), DesignCapacity: float32(math.NaN()),
-			Current: float32(math.NaN()), Temperature: float32(math.NaN())})
+			Current: float32(math.NaN()), Temperature: float32(math.NaN()),
+		})
 	}
 	if s.dets != nil && len(st.Detections) > 0 && !st.Detections[0].Stamp.Equal(n.lastDets) {
 		n.lastDets = st.Detections[0].Stamp

@@ -57,8 +57,10 @@ func start(t *testing.T, cfg *hwconfig.Config) *simnode.Node {
 
 func node(t *testing.T, m *rostest.Master, name string) *goroslib.Node {
 	t.Helper()
-	n, err := goroslib.NewNode(goroslib.NodeConf{MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {}})
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	return n
@@ -97,8 +99,10 @@ func TestNode_ServesTheConfiguredStandardInterfaces(t *testing.T) {
 		require.Contains(t, m.Publishers(topic), "/robot_sim", topic)
 		require.Equal(t, typ, m.TopicType(topic), topic)
 	}
-	for _, topic := range []string{"/move_base/goal", "/move_base/cancel", "/cmd_vel", "/robot_bridge/heartbeat",
-		"/arm_controller/follow_joint_trajectory/goal", "/gripper_controller/gripper_cmd/goal"} {
+	for _, topic := range []string{
+		"/move_base/goal", "/move_base/cancel", "/cmd_vel", "/robot_bridge/heartbeat",
+		"/arm_controller/follow_joint_trajectory/goal", "/gripper_controller/gripper_cmd/goal",
+	} {
 		require.Contains(t, m.Subscribers(topic), "/robot_sim", topic)
 	}
 	// and the class ids of its detections are named by the parameter
