@@ -35,7 +35,7 @@ func decodeReason(r *http.Request) (string, error) {
 	dec.DisallowUnknownFields()
 	var body reasonBody
 	if err := dec.Decode(&body); err != nil {
-		return "", fmt.Errorf("body must be {\"reason\": \"...\"}: %v", err)
+		return "", fmt.Errorf("body must be {\"reason\": \"...\"}: %w", err)
 	}
 	return strings.TrimSpace(body.Reason), nil
 }

@@ -3,7 +3,6 @@ package safety_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -141,7 +140,7 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	s, err := sim.New(cfg)
 	require.NoError(t, err)
 	fc := clockwork.NewFakeClockAt(sim.Epoch)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	r := &rig{t: t, fc: fc, cfg: cfg, sim: s, drv: &failingDriver{Driver: inproc.New(s, inproc.Conf{Clock: fc, Logger: log})}}
 	appr, err := approval.New(approval.Conf{Config: cfg, Clock: fc, Logger: log})
 	require.NoError(t, err)
@@ -368,8 +367,11 @@ func (r *rig) checkEveryCommandAuthorized() error {
 			return fmt.Errorf("command %s (%s) reached the robot but no grant authorized task %s", e.ID, e.Kind, task)
 		}
 		a, err := r.appr.Get(v.ApprovalID)
-		if err != nil || a.Status != approval.StatusApproved {
-			return fmt.Errorf("command %s reached the robot but approval %s is %v (%v)", e.ID, v.ApprovalID, a.Status, err)
+		if err != nil {
+			return fmt.Errorf("command %s reached the robot but approval %s is %v (%w)", e.ID, v.ApprovalID, a.Status, err)
+		}
+		if a.Status != approval.StatusApproved {
+			return fmt.Errorf("command %s reached the robot but approval %s is %v", e.ID, v.ApprovalID, a.Status)
 		}
 	}
 	return nil

@@ -223,7 +223,7 @@ func (h *httpHandler) inject(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxFaultBody+1))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: reading body: %v", ErrInvalidFault, err))
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: reading body: %w", ErrInvalidFault, err))
 		return
 	}
 	if len(body) > maxFaultBody {

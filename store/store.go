@@ -391,7 +391,7 @@ func checkHeader(path string) error {
 	defer f.Close()
 	buf := make([]byte, len(sqliteHeader))
 	if _, err := io.ReadFull(f, buf); err != nil {
-		return fmt.Errorf("not a SQLite database (file shorter than its header): %v", err)
+		return fmt.Errorf("not a SQLite database (file shorter than its header): %w", err)
 	}
 	if !bytes.Equal(buf, sqliteHeader) {
 		return errors.New("not a SQLite database (bad header)")
@@ -402,21 +402,21 @@ func checkHeader(path string) error {
 func quickCheck(ctx context.Context, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(5)")
 	if err != nil {
-		return fmt.Errorf("quick_check could not run: %v", err)
+		return fmt.Errorf("quick_check could not run: %w", err)
 	}
 	defer rows.Close()
 	var problems []string
 	for rows.Next() {
 		var msg string
 		if err := rows.Scan(&msg); err != nil {
-			return fmt.Errorf("quick_check: %v", err)
+			return fmt.Errorf("quick_check: %w", err)
 		}
 		if msg != "ok" {
 			problems = append(problems, msg)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("quick_check: %v", err)
+		return fmt.Errorf("quick_check: %w", err)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("quick_check found damage: %s", strings.Join(problems, "; "))

@@ -59,7 +59,9 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				// http.ErrAbortHandler is a deliberate abort, not a
+				// bug: let net/http drop the response as it intends.
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
