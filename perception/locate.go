@@ -156,7 +156,7 @@ func (c *Camera) boxGeometry(b *[4]float64) (uc, vc, k float64) {
 	cutT, cutB := y0 <= edge, y1 >= c.height-edge
 	cutX, cutY := cutL || cutR, cutT || cutB
 	switch {
-	case cutX && !cutY && !(cutL && cutR) && kh > kw:
+	case cutX && !cutY && (!cutL || !cutR) && kh > kw:
 		half := kh * c.fx / 2 // the half width the box would have uncut
 		if cutR {
 			uc = x0 + half
@@ -164,7 +164,7 @@ func (c *Camera) boxGeometry(b *[4]float64) (uc, vc, k float64) {
 			uc = x1 - half
 		}
 		return uc, vc, kh
-	case cutY && !cutX && !(cutT && cutB) && kw > kh:
+	case cutY && !cutX && (!cutT || !cutB) && kw > kh:
 		half := kw * c.fy / 2
 		if cutB {
 			vc = y0 + half

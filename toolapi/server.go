@@ -179,7 +179,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	if known {
 		kind = string(tool.Kind)
 	}
-	if !(known && tool.Name == ToolStop) {
+	if !known || tool.Name != ToolStop {
 		// stop is never rate limited: it must always get through.
 		if te := s.guard.admit(sessKey, start); te != nil {
 			out = outcome{err: te}
