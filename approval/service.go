@@ -1038,5 +1038,3 @@ func cloneValue(v any) any {
 		return v
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -80,17 +80,6 @@ func (p pinhole) project(pose robot.Pose2D, room robot.Vec3) (u, v, depth float6
 	return p.c.Cx - p.c.Fx*body[1]/body[0], p.c.Cy - p.c.Fy*body[2]/body[0], body[0], true
 }
 
-// inView is the ground-truth field-of-view test: the centre projects into
-// the image and lies within max range of the camera.
-func (p pinhole) inView(pose robot.Pose2D, room robot.Vec3) bool {
-	u, v, _, ok := p.project(pose, room)
-	if !ok || u < 0 || v < 0 || u > float64(p.c.Width) || v > float64(p.c.Height) {
-		return false
-	}
-	cam := ToRoom(pose, robot.Vec3{X: p.c.Mount.X, Y: p.c.Mount.Y, Z: p.c.Mount.Z})
-	return math.Sqrt(sq(room.X-cam.X)+sq(room.Y-cam.Y)+sq(room.Z-cam.Z)) <= p.c.MaxRange
-}
-
 func sq(v float64) float64 { return v * v }
 
 // detect renders a sphere-like object of the given size at a room point as

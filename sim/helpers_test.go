@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -105,5 +104,3 @@ func hasEvent(s *Sim, kind string) bool {
 	}
 	return false
 }
-
-func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }

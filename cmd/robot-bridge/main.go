@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -173,5 +172,3 @@ func lifecycle(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-
-var errUsage = errors.New("usage")

@@ -2,7 +2,6 @@ package ros_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -48,7 +47,7 @@ func loadConfig(t testing.TB, file, uri string, edit func(*hwconfig.Config)) *hw
 }
 
 // quiet discards the simulator node's logs.
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 func rosIP(k string) string {
 	if k == "ROS_IP" {
@@ -210,18 +209,6 @@ func startFakeBase(t *testing.T, m *rostest.Master) *fakeBase {
 	}()
 	t.Cleanup(func() { close(f.stop) })
 	return f
-}
-
-// goal waits for the next goal the fake received.
-func (f *fakeBase) goal() *rosaction.ServerGoal {
-	f.t.Helper()
-	select {
-	case g := <-f.got:
-		return g
-	case <-time.After(10 * time.Second):
-		f.t.Fatal("the fake robot never received a goal")
-		return nil
-	}
 }
 
 // answer runs decide on the next goal in the background, as the robot's
