@@ -3,7 +3,6 @@ package actions_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -256,7 +255,7 @@ func newBench(t *testing.T, o benchOpt) *bench {
 		o.mutate(cfg)
 	}
 	fc := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	b := &bench{t: t, fc: fc, cfg: cfg, bot: newInstantRobot(cfg, fc), appr: &fakeApprover{}, obs: make(chan actions.TaskView, 1000)}
 	b.rec = &fakeRecorder{robot: b.bot}
 	b.sup, err = safety.New(safety.Conf{Config: cfg, Driver: b.bot, Grants: grantsFor, Clock: fc, Logger: log})

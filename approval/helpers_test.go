@@ -3,7 +3,6 @@ package approval
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -52,7 +51,7 @@ func newFixture(t testing.TB, mods ...func(*Conf)) *fixture {
 	conf := Conf{
 		Config: cfg,
 		Clock:  clock,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 		NewID:  seqIDs(),
 	}
 	for _, m := range mods {

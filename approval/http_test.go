@@ -23,7 +23,7 @@ func newHTTPFixture(t *testing.T, mods ...func(*HTTPConf)) *httpFixture {
 	f := newFixture(t)
 	conf := HTTPConf{
 		Principal: func(r *http.Request) string { return r.Header.Get("X-Test-Operator") },
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.DiscardHandler),
 	}
 	for _, m := range mods {
 		m(&conf)

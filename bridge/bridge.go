@@ -100,7 +100,7 @@ func New(conf Conf) (*Bridge, error) {
 		conf.DataDir = "./var"
 	}
 	if conf.Logger == nil {
-		conf.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		conf.Logger = slog.New(slog.DiscardHandler)
 	}
 	if conf.Env == nil {
 		conf.Env = func(string) string { return "" }

@@ -44,7 +44,7 @@ func testEnv(k string) string {
 func bootAt(t *testing.T, dir string, edit func(*hwconfig.Config), logger *slog.Logger) (*harness, func()) {
 	t.Helper()
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	b, err := New(Conf{Config: testConfig(t, edit), Listen: "127.0.0.1:0", DataDir: dir, Env: testEnv, Logger: logger})
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -42,7 +41,7 @@ func rosConfig(t testing.TB, file, uri string, edit func(*hwconfig.Config)) *hwc
 // startSimNode runs the simulator as a ROS node on the master at uri.
 func startSimNode(t testing.TB, cfg *hwconfig.Config) *simnode.Node {
 	t.Helper()
-	n, err := simnode.New(simnode.Conf{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Env: func(k string) string {
+	n, err := simnode.New(simnode.Conf{Config: cfg, Logger: slog.New(slog.DiscardHandler), Env: func(k string) string {
 		if k == "ROS_IP" {
 			return "127.0.0.1"
 		}

@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -91,7 +90,7 @@ type testServer struct {
 func startService(t *testing.T, edit func(*Conf), wrap func(http.Handler) http.Handler) *testServer {
 	t.Helper()
 	ft := &fakeTools{reg: testRegistry(t)}
-	conf := Conf{Tools: ft, Auth: testTokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	conf := Conf{Tools: ft, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)}
 	if edit != nil {
 		edit(&conf)
 	}

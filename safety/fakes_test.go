@@ -3,7 +3,6 @@ package safety
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -123,7 +122,7 @@ func loadConfig(t testing.TB) *hwconfig.Config {
 	return cfg
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *harness {
 	t.Helper()

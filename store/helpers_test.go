@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // openTest opens a store in dir on a fake clock and closes it when the
 // test ends (closing twice is fine).

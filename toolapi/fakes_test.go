@@ -173,7 +173,7 @@ func newHarness(t testing.TB, mod ...func(*Conf)) *harness {
 	h.robot.up.Store(true)
 	conf := Conf{
 		HWConfig: loadSimConfig(t), Tasks: h.tasks, Robot: h.robot, Tokens: testTokens, Clock: h.clock,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      slog.New(slog.DiscardHandler),
 		ReadBackoff: time.Millisecond, ReadMaxBackoff: 2 * time.Millisecond,
 	}
 	for _, m := range mod {

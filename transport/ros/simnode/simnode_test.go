@@ -2,7 +2,6 @@ package simnode_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -43,7 +42,7 @@ func config(t *testing.T, uri string, edit func(*hwconfig.Config)) *hwconfig.Con
 
 func start(t *testing.T, cfg *hwconfig.Config) *simnode.Node {
 	t.Helper()
-	n, err := simnode.New(simnode.Conf{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Env: func(k string) string {
+	n, err := simnode.New(simnode.Conf{Config: cfg, Logger: slog.New(slog.DiscardHandler), Env: func(k string) string {
 		if k == "ROS_IP" {
 			return "127.0.0.1"
 		}
