@@ -42,13 +42,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "robot-bridge: unknown command %q\n", cmd)
+	sayf(stderr, "robot-bridge: unknown command %q\n", cmd)
 	usage(stderr)
 	return 2
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: robot-bridge [command] [flags]
+	say(w, `usage: robot-bridge [command] [flags]
 
 commands:
   serve         run the bridge (default)
@@ -87,12 +87,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 2
 	}
 	cfg, err := hwconfig.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 2
 	}
 	b, err := bridge.New(bridge.Conf{
@@ -104,23 +104,23 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Out:     stdout,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 1
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "robot-bridge %s on %s: API http://%s/v1/  console http://%s/console/  metrics http://%s/metrics\n",
+	sayf(stdout, "robot-bridge %s on %s: API http://%s/v1/  console http://%s/console/  metrics http://%s/metrics\n",
 		cfg.Robot.ID, cfg.Transport.Kind, b.Addr(), b.Addr(), b.Addr())
 	<-ctx.Done()
-	fmt.Fprintln(stdout, "robot-bridge: shutting down; stopping the robot")
+	sayln(stdout, "robot-bridge: shutting down; stopping the robot")
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stopCancel()
 	if err := b.Stop(stopCtx); err != nil {
-		fmt.Fprintln(stderr, "robot-bridge: shutdown:", err)
+		sayln(stderr, "robot-bridge: shutdown:", err)
 		return 1
 	}
 	return 0
@@ -133,15 +133,15 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: robot-bridge check-config FILE")
+		sayln(stderr, "usage: robot-bridge check-config FILE")
 		return 2
 	}
 	cfg, err := hwconfig.Load(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		sayln(stderr, err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "%s: ok (robot %s, transport %s)\n", fs.Arg(0), cfg.Robot.ID, cfg.Transport.Kind)
+	sayf(stdout, "%s: ok (robot %s, transport %s)\n", fs.Arg(0), cfg.Robot.ID, cfg.Transport.Kind)
 	return 0
 }
 
@@ -153,21 +153,21 @@ func lifecycle(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *write == "" {
-		fmt.Fprint(stdout, fsm.Mermaid())
+		say(stdout, fsm.Mermaid())
 		return 0
 	}
 	doc, err := os.ReadFile(*write)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 1
 	}
 	out, err := fsm.ReplaceDiagram(string(doc))
 	if err != nil {
-		fmt.Fprintf(stderr, "robot-bridge: %s: %v\n", *write, err)
+		sayf(stderr, "robot-bridge: %s: %v\n", *write, err)
 		return 1
 	}
 	if err := os.WriteFile(*write, []byte(out), 0o644); err != nil {
-		fmt.Fprintln(stderr, "robot-bridge:", err)
+		sayln(stderr, "robot-bridge:", err)
 		return 1
 	}
 	return 0

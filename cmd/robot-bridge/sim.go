@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,27 +37,27 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		sayln(stderr, "robot-bridge sim:", err)
 		return 2
 	}
 	if *transport != "none" && *transport != "ros" {
-		fmt.Fprintf(stderr, "robot-bridge sim: --transport %q: allowed: none, ros\n", *transport)
+		sayf(stderr, "robot-bridge sim: --transport %q: allowed: none, ros\n", *transport)
 		return 2
 	}
 	cfg, err := hwconfig.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		sayln(stderr, err)
 		return 2
 	}
 	clk := clockwork.NewRealClock()
 	s, err := sim.New(cfg, sim.WithEpoch(clk.Now()))
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		sayln(stderr, "robot-bridge sim:", err)
 		return 2
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge sim:", err)
+		sayln(stderr, "robot-bridge sim:", err)
 		return 1
 	}
 	srv := &http.Server{Handler: sim.NewHTTPHandler(s, logger), ReadHeaderTimeout: 5 * time.Second}
@@ -69,10 +68,10 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 	}()
 	ctx, cancel := signalContext()
 	defer cancel()
-	fmt.Fprintf(stdout, "robot-bridge sim %s: fault injection and truth at http://%s/v1/sim/\n", cfg.Robot.ID, ln.Addr())
+	sayf(stdout, "robot-bridge sim %s: fault injection and truth at http://%s/v1/sim/\n", cfg.Robot.ID, ln.Addr())
 	if *transport == "ros" {
 		if cfg.Transport.ROS == nil {
-			fmt.Fprintln(stderr, "robot-bridge sim: --transport ros needs a transport.ros section in the hw-config")
+			sayln(stderr, "robot-bridge sim: --transport ros needs a transport.ros section in the hw-config")
 			_ = srv.Close()
 			return 2
 		}
@@ -81,11 +80,11 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 			err = node.Start(ctx)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "robot-bridge sim:", err)
+			sayln(stderr, "robot-bridge sim:", err)
 			_ = srv.Close()
 			return 1
 		}
-		fmt.Fprintf(stdout, "robot-bridge sim %s: ROS node robot_sim serving the config's topics and actions\n", cfg.Robot.ID)
+		sayf(stdout, "robot-bridge sim %s: ROS node robot_sim serving the config's topics and actions\n", cfg.Robot.ID)
 		<-ctx.Done()
 		_ = node.Close()
 	} else {

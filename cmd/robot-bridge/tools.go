@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
@@ -21,17 +20,17 @@ func toolsCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *format != "bridge" && *format != "openai" {
-		fmt.Fprintf(stderr, "robot-bridge tools: --format %q: allowed: bridge, openai\n", *format)
+		sayf(stderr, "robot-bridge tools: --format %q: allowed: bridge, openai\n", *format)
 		return 2
 	}
 	cfg, err := hwconfig.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		sayln(stderr, err)
 		return 2
 	}
 	reg, err := toolapi.NewRegistry(cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "robot-bridge tools:", err)
+		sayln(stderr, "robot-bridge tools:", err)
 		return 1
 	}
 	var out any
@@ -51,7 +50,7 @@ func toolsCmd(args []string, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
-		fmt.Fprintln(stderr, "robot-bridge tools:", err)
+		sayln(stderr, "robot-bridge tools:", err)
 		return 1
 	}
 	return 0
