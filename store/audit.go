@@ -282,7 +282,7 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
-	defer rows.Close()
+	defer closeRead(rows)
 	return scanAudit(rows)
 }
 
@@ -317,7 +317,7 @@ func (s *Store) Recent(ctx context.Context, limit int) ([]AuditRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
-	defer rows.Close()
+	defer closeRead(rows)
 	return scanAudit(rows)
 }
 

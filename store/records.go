@@ -184,14 +184,14 @@ func linkIdempotency(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
-	rows.Close()
+	closeRead(rows)
 	if err := rows.Err(); err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (s *Store) Transitions(ctx context.Context, taskID string) ([]Transition, e
 	if err != nil {
 		return nil, fmt.Errorf("store: transitions: %w", err)
 	}
-	defer rows.Close()
+	defer closeRead(rows)
 	var out []Transition
 	for rows.Next() {
 		var t Transition
@@ -401,7 +401,7 @@ func (s *Store) Approvals(ctx context.Context) ([]approval.Approval, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: approvals: %w", err)
 	}
-	defer rows.Close()
+	defer closeRead(rows)
 	var out []approval.Approval
 	for rows.Next() {
 		var data string
@@ -425,7 +425,7 @@ func (s *Store) Latches(ctx context.Context) (safety.EStopStatus, safety.FaultSt
 	if err != nil {
 		return e, f, fmt.Errorf("store: latches: %w", err)
 	}
-	defer rows.Close()
+	defer closeRead(rows)
 	for rows.Next() {
 		var name, by, reason string
 		var active bool

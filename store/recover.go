@@ -167,12 +167,12 @@ func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput,
 	for rows.Next() {
 		var r row
 		if err := rows.Scan(&r.id, &r.tool, &r.status, &r.appr, &r.grant); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		found = append(found, r)
 	}
-	rows.Close()
+	closeRead(rows)
 	if err := rows.Err(); err != nil {
 		return err
 	}
@@ -225,17 +225,17 @@ func (s *Store) expireApprovals(ctx context.Context, tx *sql.Tx, now time.Time, 
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		var a approval.Approval
 		if err := json.Unmarshal([]byte(data), &a); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		pending = append(pending, a)
 	}
-	rows.Close()
+	closeRead(rows)
 	if err := rows.Err(); err != nil {
 		return err
 	}
@@ -260,17 +260,17 @@ func (s *Store) endGrants(ctx context.Context, tx *sql.Tx, now time.Time, rep *R
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		var g approval.Grant
 		if err := json.Unmarshal([]byte(data), &g); err != nil {
-			rows.Close()
+			closeRead(rows)
 			return err
 		}
 		active = append(active, g)
 	}
-	rows.Close()
+	closeRead(rows)
 	if err := rows.Err(); err != nil {
 		return err
 	}
