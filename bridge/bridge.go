@@ -120,7 +120,9 @@ func New(conf Conf) (*Bridge, error) {
 	}
 	b.tokens = tokens
 	if created {
-		fmt.Fprintf(conf.Out, "robot-bridge: generated API tokens in %s (agent.token, operator.token; mode 0600)\n", conf.DataDir)
+		// A notice for the user at the terminal; the tokens are on disk
+		// whether or not it can be shown.
+		_, _ = fmt.Fprintf(conf.Out, "robot-bridge: generated API tokens in %s (agent.token, operator.token; mode 0600)\n", conf.DataDir)
 	}
 
 	b.reg = prometheus.NewRegistry()

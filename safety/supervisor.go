@@ -434,7 +434,9 @@ func (s *Supervisor) onState(st robot.State) {
 	latchRobot := st.EStop && !s.estop.Active
 	s.mu.Unlock()
 	if latchRobot {
-		s.latchEStop(context.Background(), "robot", "the robot's own e-stop engaged")
+		// No caller to return a failed stop to: latchEStop has logged it
+		// and reported it in its EventStopSent.
+		_ = s.latchEStop(context.Background(), "robot", "the robot's own e-stop engaged")
 	}
 	if a != nil {
 		a.poke()

@@ -140,7 +140,7 @@ func LoadOrCreateTokens(dataDir string, env func(string) string) (Tokens, bool, 
 			return Tokens{}, false, fmt.Errorf("create %s: %w", path, err)
 		}
 		if _, err := f.Write(append(out, '\n')); err != nil {
-			f.Close()
+			_ = f.Close() // the write error is the one to report
 			return Tokens{}, false, fmt.Errorf("write %s: %w", path, err)
 		}
 		if err := f.Close(); err != nil {

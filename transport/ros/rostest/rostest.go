@@ -69,7 +69,7 @@ func FreePort(t testing.TB) int {
 	if err != nil {
 		t.Fatalf("no free port: %v", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only probed for its port
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -122,13 +122,13 @@ func Start(t testing.TB, env []string, argv ...string) *Proc {
 	// with the test binary even if cleanup never runs.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // the start error is the one to report
 		t.Fatalf("rostest: start %s: %v", strings.Join(argv, " "), err)
 	}
 	p := &Proc{t: t, name: strings.Join(argv, " "), cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
-		f.Close()
+		_ = f.Close() // the log is best-effort diagnostics; the exit status is what counts
 		p.mu.Lock()
 		p.err = err
 		p.mu.Unlock()
