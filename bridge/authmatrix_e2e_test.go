@@ -358,7 +358,7 @@ func send(t *testing.T, h *harness, method, path, token string, body any, hdr ma
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp.StatusCode, "", resp.Header
 	}

@@ -35,7 +35,7 @@ func BenchmarkAgentCallToSSE(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		out, _ := io.ReadAll(resp.Body)
 		var env map[string]any
 		if err := json.Unmarshal(out, &env); err != nil {

@@ -253,7 +253,7 @@ func openSSE(tb testing.TB, base, path, token string, cookies ...*http.Cookie) *
 	return &sseStream{Resp: resp, Events: out, close: func() {
 		once.Do(func() {
 			cancel()
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			<-done
 		})
 	}}
@@ -314,7 +314,7 @@ func bootBridge(tb testing.TB, edit func(*hwconfig.Config)) (*Bridge, string) {
 	for {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return b, base
 			}

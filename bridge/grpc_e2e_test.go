@@ -64,7 +64,7 @@ func TestE2E_GRPC(t *testing.T) {
 		// When it asks for /healthz
 		resp, err := (&http.Client{Transport: tr}).Get(h.base + "/healthz")
 		require.NoError(t, err)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		// Then the bridge answers over HTTP/2
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Equal(t, 2, resp.ProtoMajor)

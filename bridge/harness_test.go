@@ -122,7 +122,7 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 	}
 	resp, err := h.client.Do(req)
 	require.NoError(h.t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(h.t, err)
 	out := map[string]any{}

@@ -41,7 +41,7 @@ func scrape(t *testing.T, h *harness) ([]byte, map[string]*dto.MetricFamily) {
 	t.Helper()
 	resp, err := h.client.Get(h.base + "/metrics")
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestLogs_NoLineHoldsATokenOrASensitiveArgument(t *testing.T) {
 	req.Header.Set("X-Request-Id", "req-logs-1")
 	resp, err := h.client.Do(req)
 	require.NoError(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "req-logs-1", resp.Header.Get("X-Request-Id"))
 	// And an operator reads the audit trail with a traceparent
@@ -217,7 +217,7 @@ func TestLogs_NoLineHoldsATokenOrASensitiveArgument(t *testing.T) {
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	resp, err = h.client.Do(req)
 	require.NoError(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	// And someone guesses a token
 	code, _ := h.do("GET", "/v1/tools", "not-the-token-but-secret-0000", nil)
 	require.Equal(t, http.StatusUnauthorized, code)

@@ -289,7 +289,7 @@ func auditRecords(t *testing.T, h *harness, query string) []store.AuditRecord {
 	req.Header.Set("Authorization", "Bearer "+h.operator)
 	resp, err := h.client.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)

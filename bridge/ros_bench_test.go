@@ -113,7 +113,7 @@ func (r *benchROS) call(b *testing.B, tool string, body map[string]any) map[stri
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := r.client.Do(req)
 	require.NoError(b, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(b, err)
 	env := map[string]any{}

@@ -29,7 +29,7 @@ func linkUpMetric(t *testing.T, h *harness) float64 {
 	require.NoError(t, err)
 	resp, err := h.client.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)

@@ -46,7 +46,7 @@ func TestEventStream_HelloThenEventsThenHeartbeat(t *testing.T) {
 	// Given an open stream
 	resp, err := http.Get(srv.URL)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
 	require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
@@ -96,7 +96,7 @@ func TestEventStream_EndsWhenClientGoes(t *testing.T) {
 	require.Eventually(t, func() bool { return f.c.Streams() == 1 && f.bus.Subscribers() == 2 }, 5*time.Second, time.Millisecond)
 	// When the client goes
 	cancel()
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	// Then the handler ends and unsubscribes (the audit ring stays)
 	require.Eventually(t, func() bool { return f.c.Streams() == 0 && f.bus.Subscribers() == 1 }, 5*time.Second, time.Millisecond)
 }
@@ -161,7 +161,7 @@ func TestEventStream_ServerShutdownEndsStreams(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	resp, err := http.Get("http://" + ln.Addr().String())
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.Eventually(t, func() bool { return f.c.Streams() == 1 }, 5*time.Second, time.Millisecond)
 	// When the server shuts down with a stream open, Shutdown does not
 	// wait for its deadline: the stream ends.

@@ -83,7 +83,7 @@ func readSums(t *testing.T) map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, sumsFile))
 	require.NoError(t, err, "%s is missing: %s", sumsFile, regenerate)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	out := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {

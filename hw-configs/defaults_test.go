@@ -181,6 +181,6 @@ func TestApplyDefaults_DoesNotHideInvalidValues(t *testing.T) {
 
 	// Then the bad values are still there to be refused
 	require.Equal(t, -1.0, c.Base.GoalTolerance)
-	requireProblem(t, err, "base.goal_tolerance", "> 0 m")
-	requireProblem(t, err, "safety.control_period", "positive duration")
+	_ = requireProblem(t, err, "base.goal_tolerance", "> 0 m")
+	_ = requireProblem(t, err, "safety.control_period", "positive duration")
 }

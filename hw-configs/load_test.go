@@ -17,7 +17,9 @@ const shippedConfig = "sim-mobile-manipulator.yaml"
 
 // requireProblem asserts that err reports field with an allowed text
 // containing allowed, that the message names both, and that the error is
-// ErrInvalid.
+// ErrInvalid. It returns the field's problem for further checks; callers
+// that need none discard it with `_ =` (it is an error value, not a
+// failure: the assertions have already run).
 func requireProblem(t *testing.T, err error, field, allowed string) *FieldError {
 	t.Helper()
 	require.Error(t, err)

@@ -96,7 +96,7 @@ func TestROSFields_ValidateRejectsEachDefect(t *testing.T) {
 			err = c.Validate()
 
 			// Then the problem names the key and what is allowed
-			requireProblem(t, err, tt.field, tt.allowed)
+			_ = requireProblem(t, err, tt.field, tt.allowed)
 		})
 	}
 }

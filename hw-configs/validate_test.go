@@ -120,7 +120,7 @@ func TestValidate_RejectsEachDefect(t *testing.T) {
 			err := c.Validate()
 
 			// Then the problem names the field and what is allowed
-			requireProblem(t, err, tt.field, tt.allowedIn)
+			_ = requireProblem(t, err, tt.field, tt.allowedIn)
 		})
 	}
 }
@@ -207,7 +207,7 @@ func TestValidate_NonConvexBoundsAndWorkspace(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireProblem(t, err, "base.workspace", "inside world.bounds")
+			_ = requireProblem(t, err, "base.workspace", "inside world.bounds")
 		})
 	}
 }

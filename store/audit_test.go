@@ -161,7 +161,7 @@ func TestAuditHandler(t *testing.T) {
 	get := func(path string) (*http.Response, []byte) {
 		resp, err := http.Get(srv.URL + path)
 		require.NoError(t, err)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var buf strings.Builder
 		_, err = bufio.NewReader(resp.Body).WriteTo(&buf)
 		require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestAuditHandler(t *testing.T) {
 	t.Run("only GET", func(t *testing.T) {
 		resp, err := http.Post(srv.URL+"/v1/audit", "application/json", strings.NewReader("{}"))
 		require.NoError(t, err)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	})
 }

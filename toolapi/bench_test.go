@@ -32,7 +32,7 @@ func post(b *testing.B, c *http.Client, url, token string, body []byte) []byte {
 		b.Fatal(err)
 	}
 	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
 		b.Fatalf("status %d: %v %s", resp.StatusCode, err, out)
 	}

@@ -219,7 +219,7 @@ func (h *harness) do(method, path, token string, body any) (int, []byte) {
 	}
 	resp, err := h.ts.Client().Do(req)
 	require.NoError(h.t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(h.t, err)
 	return resp.StatusCode, out

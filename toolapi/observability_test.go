@@ -179,7 +179,7 @@ func TestTrace_IDFromTraceparentRequestIDOrNew(t *testing.T) {
 			}
 			resp, err := h.ts.Client().Do(req)
 			require.NoError(t, err)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			// Then the response and the call's log line carry its trace id
 			got := resp.Header.Get("X-Request-Id")
 			if tc.want != "" {

@@ -232,7 +232,7 @@ func (p *bridgeProc) try(method, path, token string, body any) (int, []byte, err
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw, err
 }
@@ -401,7 +401,7 @@ func openDB(t *testing.T, dataDir string) *sql.DB {
 func readDB(t *testing.T, dataDir string) dbSnapshot {
 	t.Helper()
 	db := openDB(t, dataDir)
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	s := dbSnapshot{audit: map[int64]store.AuditRecord{}, transitions: map[string][]string{}, approvals: map[string]string{}, tasks: map[string]string{}}
 	rows, err := db.Query(`SELECT seq, at, type, actor, COALESCE(task_id, ''), COALESCE(subject, ''), summary, reason, COALESCE(details, '') FROM audit`)
 	require.NoError(t, err)
@@ -417,7 +417,7 @@ func readDB(t *testing.T, dataDir string) dbSnapshot {
 		s.audit[r.Seq] = r
 	}
 	require.NoError(t, rows.Err())
-	rows.Close()
+	_ = rows.Close()
 	rows, err = db.Query(`SELECT task_id, to_state FROM transitions ORDER BY seq`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -426,7 +426,7 @@ func readDB(t *testing.T, dataDir string) dbSnapshot {
 		s.transitions[id] = append(s.transitions[id], to)
 	}
 	require.NoError(t, rows.Err())
-	rows.Close()
+	_ = rows.Close()
 	for q, m := range map[string]map[string]string{`SELECT id, status FROM approvals`: s.approvals, `SELECT id, status FROM tasks`: s.tasks} {
 		rows, err = db.Query(q)
 		require.NoError(t, err)
@@ -436,7 +436,7 @@ func readDB(t *testing.T, dataDir string) dbSnapshot {
 			m[id] = st
 		}
 		require.NoError(t, rows.Err())
-		rows.Close()
+		_ = rows.Close()
 	}
 	return s
 }

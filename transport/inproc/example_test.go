@@ -32,7 +32,11 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer drv.Close()
+	defer func() {
+		if err := drv.Close(); err != nil {
+			fmt.Println(err)
+		}
+	}()
 	// Hand drv to the supervisor as its safety.Driver, and mount
 	// sim.NewHTTPHandler(s, logger) for fault injection.
 }
