@@ -314,8 +314,10 @@ func TestE2E_EventStream(t *testing.T) {
 // TestE2E_ApprovalLifecycleOverHTTP covers the approval "done when" lines
 // that need no browser, over the real HTTP API, checking the simulator's
 // command log for motion.
-func TestE2E_ApprovalLifecycleOverHTTP(t *testing.T) {
-	h := startHarness(t, func(c *hwconfig.Config) {
+func TestE2E_ApprovalLifecycleOverHTTP(t *testing.T) { scenarioApprovalLifecycle(t, startHarness) }
+
+func scenarioApprovalLifecycle(t *testing.T, start harnessFactory) {
+	h := start(t, func(c *hwconfig.Config) {
 		c.Safety.ApprovalTTL = hwconfig.Duration(time.Second)
 	})
 

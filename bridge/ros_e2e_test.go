@@ -19,3 +19,7 @@ func TestROS_ToolCallsRepairsModelOutput(t *testing.T) { scenarioToolCalls(t, st
 // gripper only reports stalling on something (GripperCommand) and the
 // bridge knows which object it aimed at.
 func TestROS_PickAndPlace(t *testing.T) { scenarioPickAndPlace(t, startROSHarness) }
+
+// TestROS_ApprovalLifecycle runs the approval scenario (pending, expiry
+// with no motion, grants in and out of bounds, revocation) over ROS.
+func TestROS_ApprovalLifecycle(t *testing.T) { scenarioApprovalLifecycle(t, startROSHarness) }
