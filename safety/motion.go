@@ -559,7 +559,7 @@ func (r *run) waitStopped(since time.Time) bool {
 	nextTick := start.Add(s.set.controlPeriod)
 	for {
 		st, at, have := s.Latest()
-		if have && s.drv.LinkUp() && !at.Before(since) && !st.Moving(0.01, 0.02) {
+		if have && s.drv.LinkUp() && at.After(since) && !st.Moving(RestLinear, RestAngular) {
 			return true
 		}
 		if s.clock.Since(start) > s.set.stopTimeout {
