@@ -59,6 +59,10 @@ type Driver struct {
 	current [numActions]string // guarded by cmdMu: goal id the bridge cares about
 	drive   *driveGoal         // guarded by cmdMu: the cmd_vel controller's goal
 	refresh time.Time          // guarded by cmdMu: last Refresh (cmd_vel watchdog)
+	// echoCancel ends the echoes of the last stop (guarded by cmdMu); a
+	// new command or a newer stop ends them, and Close waits for echoWG.
+	echoCancel context.CancelFunc
+	echoWG     sync.WaitGroup
 
 	st   stateCache // guarded by stMu
 	stMu sync.Mutex
@@ -209,6 +213,10 @@ func (d *Driver) Close() error {
 	cancel()
 	<-done
 	err := d.Stop(context.Background())
+	d.cmdMu.Lock()
+	d.endStopEchoLocked()
+	d.cmdMu.Unlock()
+	d.echoWG.Wait()
 	d.mu.Lock()
 	sess := d.sess
 	d.sess = nil
@@ -611,6 +619,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 	}
 	d.cmdMu.Lock()
 	gen := d.stopGen
+	d.endStopEchoLocked()
 	d.cmdMu.Unlock()
 	st, _ := d.hub.Latest()
 	switch cmd.Kind {
@@ -763,6 +772,7 @@ func (d *Driver) Stop(_ context.Context) error {
 		s.arm.CancelAll(now)
 	}
 	s.cmdVel.Write(&geometry_msgs.Twist{})
+	d.startStopEchoLocked()
 	if s.arm != nil {
 		if st, ok := d.hub.Latest(); ok && len(st.Joints) == len(d.jnames) {
 			hold := ArmGoalToMsg(robot.ArmGoal{Positions: st.JointPositions(), VelocityScale: 1}, d.set.cfg.Arm.Joints, st.JointPositions())
@@ -772,4 +782,60 @@ func (d *Driver) Stop(_ context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stopEchoes are the delays, one after another, at which a stop's
+// cancel-all and zero Twist are published again. A ROS publisher drops
+// messages for subscribers whose connection is not set up yet — right
+// after the bridge (re)starts, or after a robot node reconnects — so a
+// single stop could be lost exactly when it matters most (the stop sent
+// before the API opens after a crash). Repeating it is harmless: a
+// cancel-all with no goals and a zero Twist change nothing.
+var stopEchoes = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	400 * time.Millisecond, 800 * time.Millisecond}
+
+// startStopEchoLocked starts echoing the stop just sent. Caller holds
+// cmdMu.
+func (d *Driver) startStopEchoLocked() {
+	d.endStopEchoLocked()
+	ctx, cancel := context.WithCancel(context.Background())
+	d.echoCancel = cancel
+	gen := d.stopGen
+	d.echoWG.Add(1)
+	go func() {
+		defer d.echoWG.Done()
+		for _, delay := range stopEchoes {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.clk.After(delay):
+			}
+			d.cmdMu.Lock()
+			if ctx.Err() != nil || d.stopGen != gen {
+				d.cmdMu.Unlock()
+				return
+			}
+			if s := d.session(); s != nil {
+				now := d.clk.Now()
+				if s.base != nil {
+					s.base.CancelAll(now)
+				}
+				if s.grip != nil {
+					s.grip.CancelAll(now)
+				}
+				s.cmdVel.Write(&geometry_msgs.Twist{})
+			}
+			d.cmdMu.Unlock()
+		}
+	}()
+}
+
+// endStopEchoLocked ends the echoes of the last stop: a new command was
+// authorized, a newer stop replaces them, or the driver closes. Caller
+// holds cmdMu.
+func (d *Driver) endStopEchoLocked() {
+	if d.echoCancel != nil {
+		d.echoCancel()
+		d.echoCancel = nil
+	}
 }
