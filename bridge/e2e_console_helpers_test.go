@@ -290,25 +290,7 @@ func bootBridge(tb testing.TB, edit func(*hwconfig.Config)) (*Bridge, string) {
 		edit(cfg)
 	}
 	require.NoError(tb, cfg.Validate())
-	b, err := New(Conf{
-		Config: cfg, Listen: "127.0.0.1:0", DataDir: tb.TempDir(),
-		Env: func(k string) string {
-			switch k {
-			case "ROBOT_BRIDGE_AGENT_TOKEN":
-				return "agent-token-for-tests-0123456789"
-			case "ROBOT_BRIDGE_OPERATOR_TOKEN":
-				return "operator-token-for-tests-0123456789"
-			}
-			return ""
-		},
-	})
-	require.NoError(tb, err)
-	require.NoError(tb, b.Start(context.Background()))
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(tb, b.Stop(ctx))
-	})
+	b := newTestBridge(tb, cfg, nil)
 	base := "http://" + b.Addr()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

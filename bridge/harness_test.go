@@ -52,33 +52,47 @@ func testConfig(t *testing.T, edit func(*hwconfig.Config)) *hwconfig.Config {
 	return cfg
 }
 
-func startHarness(t *testing.T, edit func(*hwconfig.Config)) *harness {
-	t.Helper()
-	cfg := testConfig(t, edit)
+// The test tokens every in-process bridge of these tests uses.
+const (
+	testAgentTok    = "agent-token-for-tests-0123456789"
+	testOperatorTok = "operator-token-for-tests-0123456789"
+)
+
+// newTestBridge starts a bridge on cfg with the test tokens (and any extra
+// environment) in a temporary data dir, and stops it when the test or
+// benchmark ends.
+func newTestBridge(tb testing.TB, cfg *hwconfig.Config, extraEnv map[string]string) *Bridge {
+	tb.Helper()
 	b, err := New(Conf{
 		Config:  cfg,
 		Listen:  "127.0.0.1:0",
-		DataDir: t.TempDir(),
+		DataDir: tb.TempDir(),
 		Env: func(k string) string {
 			switch k {
 			case "ROBOT_BRIDGE_AGENT_TOKEN":
-				return "agent-token-for-tests-0123456789"
+				return testAgentTok
 			case "ROBOT_BRIDGE_OPERATOR_TOKEN":
-				return "operator-token-for-tests-0123456789"
+				return testOperatorTok
 			}
-			return ""
+			return extraEnv[k]
 		},
 	})
-	require.NoError(t, err)
-	require.NoError(t, b.Start(context.Background()))
-	t.Cleanup(func() {
+	require.NoError(tb, err)
+	require.NoError(tb, b.Start(context.Background()))
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, b.Stop(ctx))
+		require.NoError(tb, b.Stop(ctx))
 	})
+	return b
+}
+
+func startHarness(t *testing.T, edit func(*hwconfig.Config)) *harness {
+	t.Helper()
+	b := newTestBridge(t, testConfig(t, edit), nil)
 	h := &harness{
 		t: t, b: b, sim: b.Sim(), base: "http://" + b.Addr(),
-		agent: "agent-token-for-tests-0123456789", operator: "operator-token-for-tests-0123456789",
+		agent: testAgentTok, operator: testOperatorTok,
 		client: &http.Client{Timeout: 90 * time.Second},
 	}
 	h.waitReady()

@@ -107,28 +107,5 @@ func bootROSBridge(t *testing.T, cfg *hwconfig.Config) *harness {
 // when the test or benchmark ends.
 func newROSBridge(tb testing.TB, cfg *hwconfig.Config) *Bridge {
 	tb.Helper()
-	b, err := New(Conf{
-		Config:  cfg,
-		Listen:  "127.0.0.1:0",
-		DataDir: tb.TempDir(),
-		Env: func(k string) string {
-			switch k {
-			case "ROBOT_BRIDGE_AGENT_TOKEN":
-				return rosAgentToken
-			case "ROBOT_BRIDGE_OPERATOR_TOKEN":
-				return rosOperatorToken
-			case "ROS_IP":
-				return "127.0.0.1"
-			}
-			return ""
-		},
-	})
-	require.NoError(tb, err)
-	require.NoError(tb, b.Start(context.Background()))
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(tb, b.Stop(ctx))
-	})
-	return b
+	return newTestBridge(tb, cfg, map[string]string{"ROS_IP": "127.0.0.1"})
 }
