@@ -40,9 +40,6 @@ import (
 // ROBOT_BRIDGE_CRASH_ROS_ITERATIONS sets the loop count (default 3);
 // ROBOT_BRIDGE_CRASH_SEED replays a seed, as for the in-process test.
 func TestCrash_KillNineOverROS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the real binary and runs rosmaster; not in -short")
-	}
 	iterations := envInt(t, "ROBOT_BRIDGE_CRASH_ROS_ITERATIONS", 3)
 	seed := crashSeed(t)
 	t.Logf("ros crash loop: %d iterations, seed %d (replay with ROBOT_BRIDGE_CRASH_SEED=%d)", iterations, seed, seed)

@@ -36,9 +36,6 @@ import (
 // (default 20; `make crash-loop` runs more) from ROBOT_BRIDGE_CRASH_SEED
 // (default: the clock; the seed is printed so a failure can be replayed).
 func TestCrash_KillNineLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills the real binary; not in -short")
-	}
 	iterations := envInt(t, "ROBOT_BRIDGE_CRASH_ITERATIONS", 20)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("ROBOT_BRIDGE_CRASH_SEED"); s != "" {
