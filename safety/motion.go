@@ -432,7 +432,10 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				progress(i, st)
 			}
 			lastSeen = at
-			if have && step.Done(st) {
+			// Only a state received after the command counts: one from
+			// before it may show the goal "reached" while the robot is
+			// about to move the last millimetres.
+			if have && at.After(stepStart) && step.Done(st) {
 				if step.Verify != nil {
 					if err := step.Verify(st); err != nil {
 						return r.trip(mkTrip(TripVerifyFailed, i, err.Error(), err)), i, nil

@@ -35,12 +35,14 @@ type failingDriver struct {
 	failSend func(robot.Command) error
 	// inSend counts Sends in flight, so the rig does not advance the
 	// clock under a command still being handed over.
-	inSend atomic.Int32
+	inSend    atomic.Int32
+	sendSince atomic.Int64 // wall-clock ns when the latest Send began
 }
 
 var _ safety.Driver = (*failingDriver)(nil)
 
 func (d *failingDriver) Send(ctx context.Context, cmd robot.Command) error {
+	d.sendSince.Store(time.Now().UnixNano())
 	d.inSend.Add(1)
 	defer d.inSend.Add(-1)
 	d.mu.Lock()
@@ -231,7 +233,11 @@ func (r *rig) settle() {
 	now := r.fc.Now()
 	waitUntil(r.t, func() bool {
 		if r.drv.inSend.Load() > 0 {
-			return r.delayAckActive()
+			// A Send held by a delay_ack fault waits on the fake clock
+			// (even after the fault itself has expired): only advancing
+			// time releases it.
+			stuck := time.Since(time.Unix(0, r.drv.sendSince.Load())) > 2*time.Millisecond
+			return r.delayAckActive() || stuck
 		}
 		return safety.SettledAt(r.sup, now)
 	}, "supervisor did not settle")

@@ -163,7 +163,7 @@ func TestExecute_DeadlineStopsWithinOnePeriodThenRecovers(t *testing.T) {
 	require.Equal(t, stowed, rec.Arm.Positions)
 	require.InDelta(t, 0.3, rec.Arm.VelocityScale, 1e-9)
 	h.setJoints(stowed)
-	h.publish()
+	require.True(t, h.runUntil(time.Second, func() bool { return len(out) == 1 }))
 	o := <-out
 	require.Equal(t, OutcomeRecovered, o.Kind)
 	require.Equal(t, TripDeadline, o.Trip.Kind)
