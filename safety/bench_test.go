@@ -25,7 +25,7 @@ type benchDriver struct {
 }
 
 func (d *benchDriver) Send(context.Context, robot.Command) error { return nil }
-func (d *benchDriver) Refresh(context.Context) error              { return nil }
+func (d *benchDriver) Refresh(context.Context) error             { return nil }
 func (d *benchDriver) Stop(context.Context) error {
 	select {
 	case d.stops <- time.Now():
@@ -33,9 +33,9 @@ func (d *benchDriver) Stop(context.Context) error {
 	}
 	return nil
 }
-func (d *benchDriver) Latest() (robot.State, bool)            { return d.hub.Latest() }
+func (d *benchDriver) Latest() (robot.State, bool)             { return d.hub.Latest() }
 func (d *benchDriver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
-func (d *benchDriver) LinkUp() bool                           { return true }
+func (d *benchDriver) LinkUp() bool                            { return true }
 
 func (d *benchDriver) publish(mut func(*robot.State)) time.Time {
 	d.mu.Lock()
@@ -84,21 +84,23 @@ func benchReaction(b *testing.B, kind TripKind) {
 	drv.publish(nil)
 	var evMu sync.Mutex
 	var detected time.Time
-	sup, err := New(Conf{Config: cfg, Driver: drv, Clock: clockwork.NewRealClock(), Logger: quietLogger(),
+	sup, err := New(Conf{
+		Config: cfg, Driver: drv, Clock: clockwork.NewRealClock(), Logger: quietLogger(),
 		Observer: ObserverFunc(func(e Event) {
 			if e.Kind == EventMonitorTripped {
 				evMu.Lock()
 				detected = e.At
 				evMu.Unlock()
 			}
-		})})
+		}),
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := sup.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	defer sup.Close()
+	defer func() { _ = sup.Close() }()
 	ready, _ := cfg.PoseJoints("ready")
 	motion := Motion{
 		Auth:     Authorization{TaskID: "bench", Tool: "stop"}, // approval: never

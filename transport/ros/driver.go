@@ -791,8 +791,10 @@ func (d *Driver) Stop(_ context.Context) error {
 // single stop could be lost exactly when it matters most (the stop sent
 // before the API opens after a crash). Repeating it is harmless: a
 // cancel-all with no goals and a zero Twist change nothing.
-var stopEchoes = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
-	400 * time.Millisecond, 800 * time.Millisecond}
+var stopEchoes = []time.Duration{
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	400 * time.Millisecond, 800 * time.Millisecond,
+}
 
 // startStopEchoLocked starts echoing the stop just sent. Caller holds
 // cmdMu.
