@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -122,7 +123,7 @@ func New(conf Conf) (*Bridge, error) {
 	if created {
 		// A notice for the user at the terminal; the tokens are on disk
 		// whether or not it can be shown.
-		_, _ = fmt.Fprintf(conf.Out, "robot-bridge: generated API tokens in %s (agent.token, operator.token; mode 0600)\n", conf.DataDir)
+		_, _ = fmt.Fprintf(conf.Out, "robot-bridge: generated API tokens for the agent and operator roles in %s (mode 0600)\n", filepath.Join(conf.DataDir, toolapi.TokensFile))
 	}
 
 	b.reg = prometheus.NewRegistry()
