@@ -103,17 +103,28 @@ func (h *httpHandler) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"approval": a})
 }
 
-func (h *httpHandler) approve(w http.ResponseWriter, r *http.Request) {
+// decisionInput reads and strictly decodes a decision's body and names
+// the deciding operator. On false the error response is already written.
+func decisionInput[T any](h *httpHandler, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, string, bool) {
+	var zero T
 	body, ok := h.body(w, r)
 	if !ok {
-		return
+		return zero, "", false
 	}
-	opts, err := decodeApproveBody(body)
+	v, err := decode(body)
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return zero, "", false
 	}
 	by, ok := h.who(w, r)
+	if !ok {
+		return zero, "", false
+	}
+	return v, by, true
+}
+
+func (h *httpHandler) approve(w http.ResponseWriter, r *http.Request) {
+	opts, by, ok := decisionInput(h, w, r, decodeApproveBody)
 	if !ok {
 		return
 	}
@@ -132,16 +143,7 @@ func (h *httpHandler) approve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *httpHandler) deny(w http.ResponseWriter, r *http.Request) {
-	body, ok := h.body(w, r)
-	if !ok {
-		return
-	}
-	reason, err := decodeDenyBody(body)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	by, ok := h.who(w, r)
+	reason, by, ok := decisionInput(h, w, r, decodeDenyBody)
 	if !ok {
 		return
 	}
