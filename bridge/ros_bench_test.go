@@ -66,21 +66,9 @@ func startBenchROS(b *testing.B) *benchROS {
 		goals: make(chan arrival, 64), cancels: make(chan arrival, 64), twists: make(chan arrival, 64), direct: make(chan arrival, 64),
 	}
 
-	node := func(name string) *goroslib.Node {
-		n, err := goroslib.NewNode(goroslib.NodeConf{
-			MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
-		})
-		require.NoError(b, err)
-		b.Cleanup(n.Close)
-		return n
-	}
+	node := func(name string) *goroslib.Node { return m.Node(b, name) }
 	watch := node("bench_watch")
-	sub := func(topic string, cb any) {
-		s, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: watch, Topic: topic, Callback: cb})
-		require.NoError(b, err)
-		b.Cleanup(s.Close)
-	}
+	sub := func(topic string, cb any) { rostest.Subscribe(b, watch, topic, cb) }
 	sub("/move_base/goal", func(m *rosmsg.MoveBaseActionGoal) { r.goals <- arrival{time.Now(), m.GoalId.Id} })
 	sub("/move_base/cancel", func(m *actionlib_msgs.GoalID) { r.cancels <- arrival{time.Now(), m.Id} })
 	sub("/cmd_vel", func(m *geometry_msgs.Twist) {

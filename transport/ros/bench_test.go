@@ -54,21 +54,9 @@ func startDriverBench(b *testing.B) *driverBench {
 	require.NoError(b, d.Start(context.Background()))
 	b.Cleanup(func() { _ = d.Close() })
 	r := &driverBench{d: d, goals: make(chan seenAt, 64), cancels: make(chan seenAt, 64), twists: make(chan seenAt, 64), direct: make(chan seenAt, 64)}
-	node := func(name string) *goroslib.Node {
-		nd, err := goroslib.NewNode(goroslib.NodeConf{
-			MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
-			LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
-		})
-		require.NoError(b, err)
-		b.Cleanup(nd.Close)
-		return nd
-	}
+	node := func(name string) *goroslib.Node { return m.Node(b, name) }
 	watch := node("bench_watch")
-	sub := func(topic string, cb any) {
-		s, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: watch, Topic: topic, Callback: cb})
-		require.NoError(b, err)
-		b.Cleanup(s.Close)
-	}
+	sub := func(topic string, cb any) { rostest.Subscribe(b, watch, topic, cb) }
 	sub("/move_base/goal", func(m *rosmsg.MoveBaseActionGoal) { r.goals <- seenAt{time.Now(), m.GoalId.Id} })
 	sub("/move_base/cancel", func(*actionlib_msgs.GoalID) { r.cancels <- seenAt{at: time.Now()} })
 	sub("/cmd_vel", func(*geometry_msgs.Twist) { r.twists <- seenAt{at: time.Now()} })

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bluenviron/goroslib/v2"
 	"github.com/bluenviron/goroslib/v2/pkg/apimaster"
 	"github.com/bluenviron/goroslib/v2/pkg/apiparam"
 	"github.com/bluenviron/goroslib/v2/pkg/apislave"
@@ -379,4 +380,31 @@ func Echo(t testing.TB, m *Master, topic, publisher string) *Proc {
 		return m.Connected(publisher, topic, "/rostopic_")
 	}, "rostopic echo %s never connected to %s; output:\n%s", topic, publisher, p.Output())
 	return p
+}
+
+// Node starts a quiet goroslib node named name on the master, closed when
+// the test ends: the independent peer tests and benchmarks observe the
+// wire with.
+func (m *Master) Node(t testing.TB, name string) *goroslib.Node {
+	t.Helper()
+	n, err := goroslib.NewNode(goroslib.NodeConf{
+		MasterAddress: m.HostPort, Name: name, Host: "127.0.0.1",
+		LogDestinations: goroslib.LogDestinationCallback, OnLog: func(goroslib.LogLevel, string) {},
+	})
+	if err != nil {
+		t.Fatalf("start ROS node %s: %v", name, err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// Subscribe subscribes node to topic with callback cb (goroslib's typed
+// callback), closed when the test ends.
+func Subscribe(t testing.TB, node *goroslib.Node, topic string, cb any) {
+	t.Helper()
+	s, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: node, Topic: topic, Callback: cb})
+	if err != nil {
+		t.Fatalf("subscribe to %s: %v", topic, err)
+	}
+	t.Cleanup(s.Close)
 }
