@@ -42,36 +42,59 @@ func checkKeys(tool string, args map[string]any, allowed ...string) error {
 	return nil
 }
 
+// Number reads a JSON number from decoded tool arguments (float64, or
+// json.Number and Go integers when a caller built the map by hand). NaN
+// and infinities are not numbers. The approval service's scope checks use
+// it too, so a grant and the runner read an argument the same way.
+func Number(v any) (float64, bool) {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case float32:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case int32:
+		f = float64(x)
+	case json.Number:
+		n, err := x.Float64()
+		if err != nil {
+			return 0, false
+		}
+		f = n
+	default:
+		return 0, false
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
 // number reads a finite number argument.
 func number(args map[string]any, key string) (v float64, present bool, err error) {
 	raw, ok := args[key]
 	if !ok || raw == nil {
 		return 0, false, nil
 	}
+	v, ok = Number(raw)
+	if ok {
+		return v, true, nil
+	}
 	switch x := raw.(type) {
-	case float64:
-		v = x
-	case float32:
-		v = float64(x)
-	case int:
-		v = float64(x)
-	case int64:
-		v = float64(x)
-	case int32:
-		v = float64(x)
-	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
-			return 0, true, invalid(key, raw, "a number", "%s must be a number, got %q", key, x.String())
-		}
-		v = f
-	default:
-		return 0, true, invalid(key, raw, "a number", "%s must be a number, got %v (%T)", key, raw, raw)
-	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	case float64, float32:
+		// A number, but NaN or infinite.
 		return 0, true, invalid(key, raw, "a finite number", "%s must be a finite number", key)
+	case json.Number:
+		if _, err := x.Float64(); err == nil {
+			return 0, true, invalid(key, raw, "a finite number", "%s must be a finite number", key)
+		}
+		return 0, true, invalid(key, raw, "a number", "%s must be a number, got %q", key, x.String())
 	}
-	return v, true, nil
+	return 0, true, invalid(key, raw, "a number", "%s must be a number, got %v (%T)", key, raw, raw)
 }
 
 // text reads a non-empty string argument.

@@ -1,13 +1,13 @@
 package approval
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/geom"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 )
@@ -277,36 +277,9 @@ func (b *bounds) contains(args map[string]any, label labeler) *RefusalError {
 	return nil
 }
 
-// number reads a JSON number from decoded arguments (float64, or
-// json.Number and Go integers when a caller built the map by hand). NaN
-// and infinities are not numbers here.
-func number(v any) (float64, bool) {
-	var f float64
-	switch n := v.(type) {
-	case float64:
-		f = n
-	case float32:
-		f = float64(n)
-	case int:
-		f = float64(n)
-	case int64:
-		f = float64(n)
-	case int32:
-		f = float64(n)
-	case json.Number:
-		x, err := n.Float64()
-		if err != nil {
-			return 0, false
-		}
-		f = x
-	default:
-		return 0, false
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, false
-	}
-	return f, true
-}
+// number reads a JSON number from decoded arguments, exactly as the
+// action runner does.
+func number(v any) (float64, bool) { return actions.Number(v) }
 
 // area is the polygon's unsigned shoelace area.
 func area(p geom.Polygon) float64 {
