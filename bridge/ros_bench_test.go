@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -138,20 +137,6 @@ func next(b *testing.B, ch chan arrival, t0 time.Time, seen map[string]bool, wha
 	}
 }
 
-// percentiles reports p50 and p99 of samples in milliseconds.
-func percentiles(samples []time.Duration) (p50, p99 float64) {
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	at := func(q float64) float64 {
-		i := int(q * float64(len(s)))
-		if i >= len(s) {
-			i = len(s) - 1
-		}
-		return float64(s[i].Microseconds()) / 1000
-	}
-	return at(0.50), at(0.99)
-}
-
 func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 	r := startBenchROS(b)
 	seen := map[string]bool{}
@@ -189,15 +174,7 @@ func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 		direct = append(direct, d.at.Sub(t1))
 	}
 	b.StopTimer()
-	bp50, bp99 := percentiles(viaBridge)
-	dp50, dp99 := percentiles(direct)
-	b.ReportMetric(bp50, "http_p50_ms")
-	b.ReportMetric(bp99, "http_p99_ms")
-	b.ReportMetric(dp50, "direct_p50_ms")
-	b.ReportMetric(dp99, "direct_p99_ms")
-	b.ReportMetric(bp50-dp50, "delta_p50_ms")
-	b.ReportMetric(bp99-dp99, "delta_p99_ms")
-	b.ReportMetric(0, "ns/op")
+	rostest.ReportVsDirect(b, "http", viaBridge, direct)
 }
 
 func BenchmarkROS_StopLatency(b *testing.B) {
@@ -219,8 +196,8 @@ func BenchmarkROS_StopLatency(b *testing.B) {
 		require.Equal(b, true, env["ok"], "envelope: %v", env)
 	}
 	b.StopTimer()
-	cp50, cp99 := percentiles(cancels)
-	tp50, tp99 := percentiles(twists)
+	cp50, cp99 := rostest.Percentiles(cancels)
+	tp50, tp99 := rostest.Percentiles(twists)
 	b.ReportMetric(cp50, "cancel_p50_ms")
 	b.ReportMetric(cp99, "cancel_p99_ms")
 	b.ReportMetric(tp50, "twist_p50_ms")

@@ -3,7 +3,6 @@ package ros_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -99,16 +98,6 @@ func await(b *testing.B, ch chan seenAt, t0 time.Time, id, what string) time.Dur
 	}
 }
 
-func pct(samples []time.Duration) (p50, p99 float64) {
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	at := func(q float64) float64 {
-		i := min(int(q*float64(len(s))), len(s)-1)
-		return float64(s[i].Microseconds()) / 1000
-	}
-	return at(0.5), at(0.99)
-}
-
 func BenchmarkDriver_SendVsDirectPublish(b *testing.B) {
 	r := startDriverBench(b)
 	ctx := context.Background()
@@ -134,15 +123,7 @@ func BenchmarkDriver_SendVsDirectPublish(b *testing.B) {
 		direct = append(direct, await(b, r.direct, t1, m.GoalId.Id, "direct goal"))
 	}
 	b.StopTimer()
-	sp50, sp99 := pct(send)
-	dp50, dp99 := pct(direct)
-	b.ReportMetric(sp50, "send_p50_ms")
-	b.ReportMetric(sp99, "send_p99_ms")
-	b.ReportMetric(dp50, "direct_p50_ms")
-	b.ReportMetric(dp99, "direct_p99_ms")
-	b.ReportMetric(sp50-dp50, "delta_p50_ms")
-	b.ReportMetric(sp99-dp99, "delta_p99_ms")
-	b.ReportMetric(0, "ns/op")
+	rostest.ReportVsDirect(b, "send", send, direct)
 }
 
 func BenchmarkDriver_StopToSubscriber(b *testing.B) {
@@ -159,8 +140,8 @@ func BenchmarkDriver_StopToSubscriber(b *testing.B) {
 		twists = append(twists, await(b, r.twists, t0, "", "zero twist"))
 	}
 	b.StopTimer()
-	cp50, cp99 := pct(cancels)
-	tp50, tp99 := pct(twists)
+	cp50, cp99 := rostest.Percentiles(cancels)
+	tp50, tp99 := rostest.Percentiles(twists)
 	b.ReportMetric(cp50, "cancel_p50_ms")
 	b.ReportMetric(cp99, "cancel_p99_ms")
 	b.ReportMetric(tp50, "twist_p50_ms")

@@ -408,3 +408,33 @@ func Subscribe(t testing.TB, node *goroslib.Node, topic string, cb any) {
 	}
 	t.Cleanup(s.Close)
 }
+
+// Percentiles returns the p50 and p99 of samples in milliseconds.
+func Percentiles(samples []time.Duration) (p50, p99 float64) {
+	if len(samples) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := min(int(q*float64(len(s))), len(s)-1)
+		return float64(s[i].Microseconds()) / 1000
+	}
+	return at(0.5), at(0.99)
+}
+
+// ReportVsDirect reports a path's latency percentiles beside the direct
+// goroslib publish → subscribe baseline measured in the same run, and
+// their difference: <name>_p50_ms, <name>_p99_ms, direct_p50_ms,
+// direct_p99_ms, delta_p50_ms, delta_p99_ms.
+func ReportVsDirect(b *testing.B, name string, path, direct []time.Duration) {
+	p50, p99 := Percentiles(path)
+	d50, d99 := Percentiles(direct)
+	b.ReportMetric(p50, name+"_p50_ms")
+	b.ReportMetric(p99, name+"_p99_ms")
+	b.ReportMetric(d50, "direct_p50_ms")
+	b.ReportMetric(d99, "direct_p99_ms")
+	b.ReportMetric(p50-d50, "delta_p50_ms")
+	b.ReportMetric(p99-d99, "delta_p99_ms")
+	b.ReportMetric(0, "ns/op")
+}
