@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -881,12 +882,7 @@ func (s *Service) List(status string) []Approval {
 			out = append(out, v)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortOldestFirst(out, func(a Approval) (time.Time, string) { return a.CreatedAt, a.ID })
 	return out
 }
 
@@ -924,12 +920,7 @@ func (s *Service) Grants() []Grant {
 			out = append(out, snap)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortOldestFirst(out, func(g Grant) (time.Time, string) { return g.CreatedAt, g.ID })
 	return out
 }
 
@@ -1037,4 +1028,17 @@ func cloneValue(v any) any {
 	default:
 		return v
 	}
+}
+
+// sortOldestFirst orders records by creation time, the id breaking ties,
+// so listings are stable.
+func sortOldestFirst[T any](out []T, key func(T) (time.Time, string)) {
+	slices.SortFunc(out, func(a, b T) int {
+		at, aid := key(a)
+		bt, bid := key(b)
+		if c := at.Compare(bt); c != 0 {
+			return c
+		}
+		return strings.Compare(aid, bid)
+	})
 }
