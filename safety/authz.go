@@ -13,6 +13,17 @@ import (
 // for want of a valid grant.
 var ErrNotAuthorized = errors.New("motion not authorized")
 
+// Sentinels a Grants refusal wraps (besides ErrNotAuthorized) when the
+// grant itself has ended, so the supervisor can tell the agent which: an
+// operator withdrew it, or its time ran out. A motion running on a grant
+// that ends is stopped at once (DESIGN.md §4, invariant 11).
+var (
+	// ErrGrantRevoked: an operator revoked or deleted the grant.
+	ErrGrantRevoked = errors.New("grant revoked")
+	// ErrGrantExpired: the grant's time-to-live ran out.
+	ErrGrantExpired = errors.New("grant expired")
+)
+
 // Use is one motion command asking to pass the gate on a grant.
 type Use struct {
 	// GrantID names the grant the task holds ("" for none).
