@@ -1,0 +1,182 @@
+package actions
+
+import (
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// run waits for the operator's decision (when decision is non-nil), then
+// executes the task under the supervisor and ends it.
+func (r *Runner) run(t *task, decision <-chan Decision) {
+	defer r.wg.Done()
+	if decision != nil {
+		if !r.awaitDecision(t, decision) {
+			return
+		}
+	}
+	r.execute(t)
+}
+
+func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
+	// The approval service expires requests itself; this bound only keeps
+	// a task from waiting forever on a service that never answers.
+	ttl := r.cfg.Safety.ApprovalTTL.D()
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	tm := r.clock.NewTimer(ttl + 5*time.Second)
+	defer tm.Stop()
+	var d Decision
+	var ok bool
+	select {
+	case d, ok = <-decision:
+		if !ok {
+			d = Decision{Cancelled: true, Reason: "the approval service closed the request"}
+		}
+	case <-tm.Chan():
+		d = Decision{Expired: true, Reason: "no decision arrived from the approval service"}
+		r.approver.Withdraw(r.approvalID(t), "expired in the action runner")
+	case <-t.ctx.Done():
+		// Cancelled, e-stopped or closing: whoever ended it made the transition.
+		return false
+	}
+	st, _, _ := r.sup.Latest()
+	switch {
+	case d.Approved:
+		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) {
+			t.grantID = d.GrantID
+			t.text = "approved by " + orSomeone(d.By) + "; starting: " + t.plan.preview
+		}})
+		return err == nil
+	case d.Expired:
+		te := toolerr.New(toolerr.ApprovalExpired, "no operator decided on %s in time; nothing moved; %s; no task running", t.req.Tool, st.Summary())
+		_ = r.fire(t, fsm.EvExpire, trOpts{by: "approval", reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
+	case d.Cancelled:
+		// Withdrawn: the canceller fires the transition; make sure it ends.
+		te := toolerr.New(toolerr.ActionFailed, "the approval request was withdrawn (%s); nothing moved", orNone(d.Reason))
+		_ = r.fire(t, fsm.EvCancel, trOpts{by: orSomeone(d.By), reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
+	default:
+		te := toolerr.New(toolerr.ApprovalDenied, "%s denied %s: %q; nothing moved; %s; no task running", operatorName(d.By), t.req.Tool, d.Reason, st.Summary()).
+			With("reason", d.Reason).With("denied_by", d.By)
+		_ = r.fire(t, fsm.EvDeny, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
+	}
+	return false
+}
+
+func (r *Runner) execute(t *task) {
+	r.mu.Lock()
+	grant := t.grantID
+	r.mu.Unlock()
+	p := t.plan
+	m := safety.Motion{
+		Auth:     safety.Authorization{TaskID: t.id, Tool: t.req.Tool, Args: t.args, GrantID: grant},
+		Steps:    p.steps,
+		Deadline: p.deadline,
+		Hooks: safety.Hooks{
+			BeforeStart: func() error {
+				return r.fire(t, fsm.EvStart, trOpts{by: "supervisor", mustRecord: true, mutate: func(t *task) {
+					t.text = p.describe(0)
+					t.progress = Progress{Fraction: 0, Text: p.describe(0)}
+				}})
+			},
+			Progress: func(step int, st robot.State) { r.setProgress(t, r.progressOf(t, step, st)) },
+			Stopped: func(tr safety.Trip) {
+				switch tr.Kind {
+				case safety.TripShutdown:
+					return
+				case safety.TripCancelled:
+					by := tr.By
+					if by == "" {
+						by = r.cancelledBy(t)
+					}
+					_ = r.fire(t, fsm.EvCancel, trOpts{by: by, reason: tr.Detail, mutate: func(t *task) {
+						t.text = "stopping: " + tr.Detail
+					}})
+				default:
+					_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: string(tr.Kind) + ": " + tr.Detail, mutate: func(t *task) {
+						t.text = "stopping: " + tr.Detail
+					}})
+				}
+			},
+			BeforeRecovery: func() error {
+				name, _ := r.sup.SafePose()
+				return r.fire(t, fsm.EvRecover, trOpts{
+					by: "supervisor", reason: "pre-authorized return to " + name, mustRecord: true,
+					mutate: func(t *task) { t.text = "stopped; returning the arm to " + name },
+				})
+			},
+		},
+	}
+	out := r.sup.Execute(t.ctx, m)
+	r.finish(t, out)
+}
+
+// finish maps the supervisor's outcome onto the task's final transitions.
+func (r *Runner) finish(t *task, out safety.Outcome) {
+	p := t.plan
+	st := out.State
+	where := r.whereNow(p, st)
+	switch out.Kind {
+	case safety.OutcomeSucceeded:
+		res := p.result(st)
+		_ = r.fire(t, fsm.EvSucceed, trOpts{by: "supervisor", mutate: func(t *task) {
+			t.result = res
+			t.progress = Progress{Fraction: 1, Text: "done"}
+			t.text = "done: " + p.goal + "; " + where
+		}})
+	case safety.OutcomeRejected:
+		te := toolerr.As(out.Err)
+		e := *te
+		e.Message = te.Message + "; " + where
+		ev := fsm.EvReject
+		if e.Type == toolerr.EStopActive {
+			ev = fsm.EvEStop
+		}
+		if t.m.State() == fsm.Executing {
+			// Admitted and recorded but refused right after: cannot happen
+			// with the gate's lock, but never leave a task hanging.
+			ev = fsm.EvAbort
+		}
+		_ = r.fire(t, ev, trOpts{by: "supervisor", reason: te.Message, mutate: func(t *task) { t.err, t.text = &e, e.Message }})
+		if ev == fsm.EvAbort {
+			_ = r.fire(t, fsm.EvLatchFault, trOpts{by: "supervisor", reason: te.Message})
+		}
+	case safety.OutcomeCancelled:
+		by := r.cancelledBy(t)
+		if out.Trip != nil && out.Trip.By != "" {
+			by = out.Trip.By
+		}
+		e := toolerr.New(toolerr.ActionFailed, "cancelled by %s after %s; %s", by, progressWords(r.view(t)), where)
+		e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
+		_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: "robot confirmed stopped", mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	case safety.OutcomeRecovered:
+		if t.m.State() == fsm.Stopping {
+			_ = r.fire(t, fsm.EvRecover, trOpts{by: "supervisor", reason: out.Recovery.Text})
+		}
+		e := r.failureError(t, out, where)
+		_ = r.fire(t, fsm.EvRecovered, trOpts{by: "supervisor", reason: out.Recovery.Text, mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	case safety.OutcomeFault:
+		if t.m.State() == fsm.Executing {
+			_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: out.FaultReason})
+		}
+		e := r.failureError(t, out, where)
+		_ = r.fire(t, fsm.EvLatchFault, trOpts{by: "supervisor", reason: out.FaultReason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	case safety.OutcomeEStopped:
+		s := r.sup.Status()
+		e := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) during %s; the robot stopped; no recovery motion while it is latched; %s",
+			s.EStop.By, orNone(s.EStop.Reason), t.req.Tool, where).Wrap(safety.ErrEStopActive)
+		_ = r.fire(t, fsm.EvEStop, trOpts{by: s.EStop.By, reason: s.EStop.Reason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	case safety.OutcomeInterrupted:
+		e := toolerr.New(toolerr.Unavailable, "the bridge shut down during %s; the robot was commanded to stop; %s", t.req.Tool, where)
+		_ = r.fire(t, fsm.EvInterrupt, trOpts{by: "supervisor", reason: "shutdown", mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	}
+	// A task must never stay live after its goroutine ends.
+	if !t.m.State().Terminal() {
+		r.log.Error("task left live after execution; interrupting", "task", t.id, "state", t.m.State())
+		_ = r.fire(t, fsm.EvInterrupt, trOpts{by: "supervisor", reason: "runner invariant"})
+	}
+}

@@ -1,0 +1,230 @@
+package actions
+
+import (
+	"context"
+	"time"
+
+	"github.com/robot-bridge/robot-bridge/fsm"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// Submit validates and plans a tool call, checks its limits, and creates
+// a task that waits for approval or starts at once. It returns as soon as
+// the task exists. Errors are *toolerr.Error; no task exists after one.
+// The stop and cancel_task tools run synchronously: stop returns a
+// succeeded view with no id whose Result lists the cancelled tasks;
+// cancel_task returns the cancelled task's view.
+func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
+	switch req.Tool {
+	case ToolStop:
+		return r.submitStop(ctx, req)
+	case ToolReturnToSafePose:
+		if !r.cfg.HasArm() {
+			// A base-only robot's safe pose is "base stopped": stopping
+			// needs no approval and cannot be made less safe.
+			if err := checkKeys(ToolReturnToSafePose, req.Arguments); err != nil {
+				return TaskView{}, err
+			}
+			v, err := r.submitStop(ctx, Request{
+				Tool: ToolStop, Arguments: map[string]any{},
+				SessionID: req.SessionID, Principal: req.Principal, TraceID: req.TraceID,
+			})
+			v.Tool, v.Arguments = ToolReturnToSafePose, cloneArgs(req.Arguments)
+			v.Text = "this robot has no arm, so its safe pose is the base stopped: " + v.Text
+			return v, err
+		}
+	case ToolCancelTask:
+		id, ok, err := text(req.Arguments, "task_id")
+		if err != nil {
+			return TaskView{}, err
+		}
+		if !ok {
+			return TaskView{}, invalid("task_id", nil, "a task id", "cancel_task needs task_id")
+		}
+		if err := checkKeys(ToolCancelTask, req.Arguments, "task_id"); err != nil {
+			return TaskView{}, err
+		}
+		by := req.Principal
+		if by == "" {
+			by = "agent"
+		}
+		return r.Cancel(ctx, id, by)
+	}
+	if r.isClosed() {
+		return TaskView{}, toolerr.New(toolerr.Unavailable, "the bridge is shutting down")
+	}
+	policy, ok := r.cfg.ActionPolicy(req.Tool)
+	if !ok {
+		e := toolerr.New(toolerr.UnknownTool, "%q is not an action tool this robot offers (available: %s)", req.Tool, fmtList(r.cfg.ToolNames())).
+			With("closest", r.cfg.ToolNames())
+		return TaskView{}, e
+	}
+	if err := r.refuseLatched(); err != nil {
+		return TaskView{}, err
+	}
+	if err := r.refuseBusy(); err != nil {
+		return TaskView{}, err
+	}
+	args := cloneArgs(req.Arguments)
+	p, err := r.pl.plan(ctx, req.Tool, args)
+	if err != nil {
+		return TaskView{}, toolerr.As(err)
+	}
+	// Limits before any operator is asked.
+	if err := r.sup.CheckLimits(p.commands()...); err != nil {
+		te := toolerr.As(err)
+		if te.Type == toolerr.SafetyViolation {
+			te.Message = req.Tool + " refused before asking an operator: " + te.Message + "; nothing moved"
+		}
+		return TaskView{}, te
+	}
+	needApproval := policy.Approval != hwconfig.ApprovalNever
+	if needApproval && r.approver == nil {
+		e := toolerr.New(toolerr.PermissionDenied, "%s needs an operator's approval, but no approval service is configured; nothing moved", req.Tool)
+		e.Suggestion = "tell the user that this bridge has no operator console for approvals; only tools configured with approval: never can run"
+		return TaskView{}, e
+	}
+	now := r.clock.Now()
+	tctx, tcancel := context.WithCancel(r.ctx)
+	t := &task{
+		id: r.newID(), req: req, args: args, plan: p, m: fsm.New(fsm.Requested), ctx: tctx, cancel: tcancel,
+		done: make(chan struct{}), createdAt: now, updatedAt: now, changed: make(chan struct{}),
+		stepStart: make([]float64, len(p.steps)),
+	}
+	for i := range t.stepStart {
+		t.stepStart[i] = -1
+	}
+	t.text = "requested: " + p.preview
+	// Register atomically with the busy check.
+	r.mu.Lock()
+	if r.live != nil {
+		other := r.live
+		r.mu.Unlock()
+		tcancel()
+		return TaskView{}, busyError(other.id, other.req.Tool, other.m.State())
+	}
+	if _, dup := r.tasks[t.id]; dup {
+		r.mu.Unlock()
+		tcancel()
+		return TaskView{}, toolerr.New(toolerr.Internal, "task id %q already exists", t.id)
+	}
+	r.tasks[t.id] = t
+	r.order = append(r.order, t.id)
+	r.live = t
+	r.pruneLocked()
+	r.mu.Unlock()
+	by := req.Principal
+	if by == "" {
+		by = "agent"
+	}
+	if r.rec != nil {
+		if err := r.rec.RecordTransition(ctx, TransitionRecord{
+			TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
+			At: now, By: by, Reason: p.preview,
+		}); err != nil {
+			r.log.Error("task creation not recorded", "task", t.id, "err", err)
+		}
+	}
+	if !needApproval {
+		_ = r.fire(t, fsm.EvPreauthorized, trOpts{by: "config", reason: "approval: never for " + req.Tool, mutate: func(t *task) {
+			t.text = "authorized by the config; starting: " + p.preview
+		}})
+		r.wg.Add(1)
+		go r.run(t, nil)
+		return r.Get(t.id)
+	}
+	st, _, _ := r.sup.Latest()
+	ar := ApprovalRequest{
+		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
+		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: st.Summary(), RequestedBy: by, SessionID: req.SessionID,
+	}
+	approvalID, decision, err := r.approver.Request(ctx, ar)
+	if err != nil {
+		te := toolerr.New(toolerr.Unavailable, "the approval request for %s could not be filed: %v; nothing moved", req.Tool, err).Wrap(err)
+		te.RetryAfter = time.Second
+		_ = r.fire(t, fsm.EvReject, trOpts{by: "approval", reason: err.Error(), mutate: func(t *task) {
+			t.err, t.text = te, te.Message
+		}})
+		return TaskView{}, te
+	}
+	if err := r.fire(t, fsm.EvNeedApproval, trOpts{by: by, reason: "approval requested", mutate: func(t *task) {
+		t.approvalID = approvalID
+		t.text = "waiting for an operator to approve: " + p.preview
+	}}); err != nil {
+		// Cancelled or e-stopped in the meantime.
+		r.approver.Withdraw(approvalID, "task ended before approval was requested")
+		return r.Get(t.id)
+	}
+	r.wg.Add(1)
+	go r.run(t, decision)
+	return r.Get(t.id)
+}
+
+func (r *Runner) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+func busyError(id, tool string, st fsm.State) *toolerr.Error {
+	return toolerr.New(toolerr.RobotBusy, "task %s (%s) is %s; one motion task runs at a time", id, tool, st).
+		With("task_id", id).With("tool", tool).With("status", string(st))
+}
+
+func (r *Runner) refuseBusy() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live != nil {
+		return busyError(r.live.id, r.live.req.Tool, r.live.m.State())
+	}
+	return nil
+}
+
+func (r *Runner) refuseLatched() error {
+	s := r.sup.Status()
+	if s.EStop.Active {
+		return toolerr.New(toolerr.EStopActive, "the e-stop is latched (pressed by %s: %s); nothing can move until an operator resets it", s.EStop.By, orNone(s.EStop.Reason)).
+			Wrap(safety.ErrEStopActive)
+	}
+	if s.Fault.Latched {
+		e := toolerr.New(toolerr.SafetyViolation, "a fault is latched (%s); nothing moves until an operator clears it", s.Fault.Reason).
+			Wrap(safety.ErrFaultLatched).With("fault", s.Fault.Reason)
+		e.Suggestion = "tell the user that an operator must inspect the robot and clear the fault; do not retry"
+		return e
+	}
+	// A motion requested while the robot cannot be reached fails fast: no
+	// operator is asked to approve something that cannot be supervised.
+	if !s.LinkUp || !s.HaveState {
+		why := "the robot link is down"
+		if s.LinkUp {
+			why = "no state has arrived from the robot yet"
+		}
+		e := toolerr.New(toolerr.Unavailable, "%s; no motion can be requested until the bridge hears from the robot again", why).
+			With("link_up", s.LinkUp)
+		e.RetryAfter = linkRetryAfter
+		return e
+	}
+	return nil
+}
+
+// linkRetryAfter is the retry hint given while the robot link is down.
+const linkRetryAfter = 2 * time.Second
+
+func (r *Runner) pruneLocked() {
+	for len(r.order) > r.maxTasks {
+		dropped := false
+		for i, id := range r.order {
+			if r.tasks[id].m.State().Terminal() {
+				delete(r.tasks, id)
+				r.order = append(r.order[:i], r.order[i+1:]...)
+				dropped = true
+				break
+			}
+		}
+		if !dropped {
+			return
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/robot-bridge/robot-bridge/fsm"
+)
+
+type trOpts struct {
+	by, reason string
+	// mustRecord makes a recorder failure abort the transition (the
+	// transition implies a motion command that must not be sent
+	// unrecorded).
+	mustRecord bool
+	// recordAfter records after the transition (stop: sent first).
+	mutate func(t *task)
+}
+
+// fire records and applies ev to t. Unless mustRecord, a recorder failure
+// is logged and the transition still happens.
+func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
+	t.tmu.Lock()
+	from := t.m.State()
+	to, ok := fsm.Next(from, ev)
+	if !ok {
+		t.tmu.Unlock()
+		return &fsm.TransitionError{From: from, Event: ev}
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	rec := TransitionRecord{
+		TaskID: t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), From: from, To: to, Event: ev,
+		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID,
+	}
+	r.mu.Unlock()
+	if r.rec != nil {
+		if err := r.rec.RecordTransition(context.WithoutCancel(t.ctx), rec); err != nil {
+			if o.mustRecord {
+				t.tmu.Unlock()
+				r.log.Error("transition not recorded; its command will not be sent", "task", t.id, "event", ev, "err", err)
+				return fmt.Errorf("record %s→%s: %w", from, to, err)
+			}
+			r.log.Error("transition not recorded", "task", t.id, "event", ev, "err", err)
+		}
+	}
+	// The state and the fields mutate sets change together under r.mu, so
+	// no view shows a terminal status without its error.
+	r.mu.Lock()
+	if _, _, err := t.m.Fire(ev); err != nil {
+		r.mu.Unlock()
+		t.tmu.Unlock()
+		return err
+	}
+	t.updatedAt = now
+	if o.mutate != nil {
+		o.mutate(t)
+	}
+	if to.Terminal() {
+		close(t.done)
+		if r.live == t {
+			r.live = nil
+		}
+		t.cancel()
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+	v := r.viewLocked(t)
+	r.mu.Unlock()
+	t.tmu.Unlock()
+	r.log.Info("task transition", "task", t.id, "tool", t.req.Tool, "from", from, "to", to, "event", ev, "by", o.by)
+	r.notify(v)
+	return nil
+}
+
+func (r *Runner) notify(v TaskView) {
+	if r.obs != nil {
+		r.obs.TaskChanged(v)
+	}
+}
+
+func (r *Runner) setProgress(t *task, p Progress) {
+	r.mu.Lock()
+	changed := t.progress.Text != p.Text || t.progress.Fraction != p.Fraction
+	t.progress = p
+	var v TaskView
+	if changed {
+		t.updatedAt = r.clock.Now()
+		v = r.viewLocked(t)
+	}
+	r.mu.Unlock()
+	if changed {
+		r.notify(v)
+	}
+}
+
+func (r *Runner) approvalID(t *task) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return t.approvalID
+}
+
+func (r *Runner) cancelledBy(t *task) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.cancelBy != "" {
+		return t.cancelBy
+	}
+	return "agent"
+}
+
+func (r *Runner) view(t *task) TaskView {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.viewLocked(t)
+}
