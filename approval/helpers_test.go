@@ -151,3 +151,6 @@ func (s *recStore) statuses() []Status {
 	}
 	return out
 }
+
+// ToolRelease is a tool that needs approval and takes no bounds.
+const ToolRelease = "release"
