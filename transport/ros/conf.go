@@ -139,7 +139,11 @@ type settings struct {
 	probePeriod    time.Duration
 	controlPeriod  time.Duration
 	commandTimeout time.Duration
-	names          names
+	// holdAge is the supervisor's control period (safety.control_period):
+	// the oldest joint reading a stop may hold the arm at, and the
+	// shortest time it gives the arm to get there.
+	holdAge time.Duration
+	names   names
 }
 
 // names are the resolved (absolute) graph names.
@@ -216,6 +220,7 @@ func newSettings(c Conf) (settings, error) {
 	s.acceptTimeout = pos(c.AcceptTimeout, 2*time.Second)
 	s.linkTimeout = pos(c.LinkTimeout, pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond)+
 		5*pos(cfg.Safety.ControlPeriod.D(), 20*time.Millisecond))
+	s.holdAge = pos(cfg.Safety.ControlPeriod.D(), hwconfig.DefaultControlPeriod)
 	s.statusTimeout = pos(c.ActionStatusTimeout, 2*time.Second)
 	s.probePeriod = pos(c.ProbePeriod, 250*time.Millisecond)
 	rate := c.ControlRate

@@ -323,6 +323,36 @@ func ArmGoalToMsg(g robot.ArmGoal, joints []hwconfig.JointConf, cur []float64) *
 	return m
 }
 
+// HoldGoalToMsg builds the arm hold a stop may send after cancelling the
+// trajectory: one point at hold, at rest, due no sooner than the joints
+// need at their velocity limits from cur (where the arm is now, as well as
+// it is known), and never sooner than minDur (one control period; a
+// non-positive minDur counts as hwconfig.DefaultControlPeriod). A
+// FollowJointTrajectory controller executes a point due at once
+// (time_from_start 0) by jumping to it as fast as the hardware goes, so a
+// hold is never due at once, however close it is.
+func HoldGoalToMsg(joints []hwconfig.JointConf, hold, cur []float64, minDur time.Duration) *rosmsg.FollowJointTrajectoryActionGoal {
+	if minDur <= 0 {
+		minDur = hwconfig.DefaultControlPeriod
+	}
+	m := ArmGoalToMsg(robot.ArmGoal{Positions: hold, VelocityScale: 1}, joints, cur)
+	need := 0.0
+	for i, j := range joints {
+		if i >= len(cur) || i >= len(hold) || j.MaxVelocity <= 0 || !finite(cur[i], hold[i]) {
+			continue
+		}
+		need = math.Max(need, math.Abs(hold[i]-cur[i])/j.MaxVelocity)
+	}
+	// Rounded up: the time the limits need, not a nanosecond less (and
+	// no overflow into a negative duration for an absurd estimate).
+	d := time.Duration(math.MaxInt64)
+	if ns := math.Ceil(need * float64(time.Second)); ns < float64(math.MaxInt64) {
+		d = time.Duration(ns)
+	}
+	m.Goal.Trajectory.Points[0].TimeFromStart = max(d, minDur)
+	return m
+}
+
 // ArmGoalFromMsg is the inverse of ArmGoalToMsg, for the simulator node:
 // the final point's positions are reordered into hw-config order and the
 // velocity scale is recovered from the point's time. Unknown or missing

@@ -126,6 +126,41 @@ func TestArmGoalRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadMessage)
 }
 
+func TestHoldGoalToMsg_NeverDueAtOnceAndWithinTheVelocityLimits(t *testing.T) {
+	joints := []hwconfig.JointConf{{Name: "j1", Min: -3, Max: 3, MaxVelocity: 1}, {Name: "j2", Min: -3, Max: 3, MaxVelocity: 0.5}}
+	tests := []struct {
+		name      string
+		hold, cur []float64
+		min, want time.Duration
+	}{
+		{name: "arm exactly at the hold: one control period, not zero", hold: []float64{0.3, -0.2}, cur: []float64{0.3, -0.2}, min: 20 * time.Millisecond, want: 20 * time.Millisecond},
+		{name: "a few mrad away: still one control period", hold: []float64{0.3, -0.2}, cur: []float64{0.305, -0.201}, min: 20 * time.Millisecond, want: 20 * time.Millisecond},
+		{name: "further than a control period at the limits: the slowest joint sets the time", hold: []float64{0.3, -0.2}, cur: []float64{0.2, -0.1}, min: 20 * time.Millisecond, want: 200 * time.Millisecond},
+		{name: "no control period given: the default one", hold: []float64{0, 0}, cur: []float64{0, 0}, want: hwconfig.DefaultControlPeriod},
+		{name: "an absurd estimate does not overflow into a jump", hold: []float64{0, 0}, cur: []float64{1e300, 0}, min: 20 * time.Millisecond, want: time.Duration(math.MaxInt64)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// When a stop builds its hold
+			m := HoldGoalToMsg(joints, tc.hold, tc.cur, tc.min)
+
+			// Then it is one point at the hold positions, at rest, due no
+			// sooner than the velocity limits allow and never at once
+			tr := m.Goal.Trajectory
+			require.Equal(t, []string{"j1", "j2"}, tr.JointNames)
+			require.Len(t, tr.Points, 1)
+			p := tr.Points[0]
+			require.Equal(t, tc.hold, p.Positions)
+			require.Equal(t, []float64{0, 0}, p.Velocities)
+			require.Equal(t, tc.want, p.TimeFromStart)
+			for i, j := range joints {
+				require.GreaterOrEqual(t, p.TimeFromStart.Seconds()*j.MaxVelocity, math.Min(math.Abs(tc.hold[i]-tc.cur[i]), 1e9),
+					"joint %s would exceed its velocity limit", j.Name)
+			}
+		})
+	}
+}
+
 // FuzzIncoming feeds arbitrary odometry, joint state, battery and detection
 // messages to the conversions: they must never panic, and whatever they
 // accept must be finite (so the state stays encodable as JSON).

@@ -739,10 +739,19 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Stop cancels every goal on every action server, publishes a zero Twist
-// and holds the arm at its current positions. It never waits for the robot
-// or for a Send in flight; it fails only when there is no link, in which
-// case the robot's own command watchdog is the backstop.
+// Stop cancels every goal on every action server and publishes a zero
+// Twist. It never waits for the robot or for a Send in flight; it fails
+// only when there is no link, in which case the robot's own command
+// watchdog is the backstop.
+//
+// For the arm the cancel is the stop: a FollowJointTrajectory controller
+// that has its goal cancelled holds the arm where it is. A hold trajectory
+// is sent besides only when every arm joint was read within one control
+// period (safety.control_period), at the positions read, and due no sooner
+// than the joints need at their velocity limits to get there (at least one
+// control period). Holding at an older reading would command the arm back
+// to where it was, and a point due at once makes a controller jump there
+// at full speed; with an older reading the arm gets the cancel alone.
 func (d *Driver) Stop(_ context.Context) error {
 	d.cmdMu.Lock()
 	defer d.cmdMu.Unlock()
@@ -772,16 +781,50 @@ func (d *Driver) Stop(_ context.Context) error {
 		s.arm.CancelAll(now)
 	}
 	s.cmdVel.Write(&geometry_msgs.Twist{})
-	d.startStopEchoLocked()
+	d.startStopEchoLocked(now)
 	if s.arm != nil {
-		if st, ok := d.hub.Latest(); ok && len(st.Joints) == len(d.jnames) {
-			hold := ArmGoalToMsg(robot.ArmGoal{Positions: st.JointPositions(), VelocityScale: 1}, d.set.cfg.Arm.Joints, st.JointPositions())
-			if _, err := s.arm.Send(hold, d.set.names.node+"-hold"); err != nil {
+		if hold := d.armHold(); hold != nil {
+			// Stamped after the cancel, so that neither the cancel nor its
+			// echoes (which repeat its stamp) cancel the hold.
+			stamp := d.clk.Now()
+			if !stamp.After(now) {
+				stamp = now.Add(time.Microsecond)
+			}
+			if _, err := s.arm.SendOnce(hold, d.set.names.node+"-hold", stamp); err != nil {
 				return fmt.Errorf("ros stop: hold trajectory: %w", err)
 			}
 		}
 	}
 	return nil
+}
+
+// armHold returns the hold trajectory for the arm at the joint positions
+// last read, or nil when any arm joint was read more than one control
+// period ago (or never). The arm is taken to have gone on at the velocity
+// it reported since its reading, which is where the hold brings it back
+// from.
+func (d *Driver) armHold() *rosmsg.FollowJointTrajectoryActionGoal {
+	if len(d.jnames) == 0 {
+		return nil
+	}
+	now := d.clk.Now()
+	hold := make([]float64, len(d.jnames))
+	cur := make([]float64, len(d.jnames))
+	d.stMu.Lock()
+	for i, n := range d.jnames {
+		smp, ok := d.st.joints[n]
+		age := now.Sub(d.st.jointsAt[n])
+		if !ok || age > d.set.holdAge || age < 0 {
+			d.stMu.Unlock()
+			d.log.Debug("stop: arm trajectory cancelled without a hold: joint reading too old",
+				"joint", n, "age", age, "max_age", d.set.holdAge, "read", ok)
+			return nil
+		}
+		hold[i] = smp.Position
+		cur[i] = smp.Position + smp.Velocity*age.Seconds()
+	}
+	d.stMu.Unlock()
+	return HoldGoalToMsg(d.set.cfg.Arm.Joints, hold, cur, d.set.holdAge)
 }
 
 // stopEchoes are the delays, one after another, at which a stop's
@@ -790,15 +833,20 @@ func (d *Driver) Stop(_ context.Context) error {
 // after the bridge (re)starts, or after a robot node reconnects — so a
 // single stop could be lost exactly when it matters most (the stop sent
 // before the API opens after a crash). Repeating it is harmless: a
-// cancel-all with no goals and a zero Twist change nothing.
+// cancel-all with no goals and a zero Twist change nothing. The echo
+// repeats the cancels with the stop's own stamp, so it cancels what the
+// stop cancelled and nothing sent after it (the arm hold), and it never
+// repeats the arm hold: a hold is only true at the moment its joint
+// reading is taken, and an echo of it would pull the arm back to where it
+// was.
 var stopEchoes = []time.Duration{
 	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
 	400 * time.Millisecond, 800 * time.Millisecond,
 }
 
-// startStopEchoLocked starts echoing the stop just sent. Caller holds
-// cmdMu.
-func (d *Driver) startStopEchoLocked() {
+// startStopEchoLocked starts echoing the stop just sent, whose cancels
+// were stamped stamp. Caller holds cmdMu.
+func (d *Driver) startStopEchoLocked(stamp time.Time) {
 	d.endStopEchoLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	d.echoCancel = cancel
@@ -818,12 +866,14 @@ func (d *Driver) startStopEchoLocked() {
 				return
 			}
 			if s := d.session(); s != nil {
-				now := d.clk.Now()
 				if s.base != nil {
-					s.base.CancelAll(now)
+					s.base.CancelAll(stamp)
 				}
 				if s.grip != nil {
-					s.grip.CancelAll(now)
+					s.grip.CancelAll(stamp)
+				}
+				if s.arm != nil {
+					s.arm.CancelAll(stamp)
 				}
 				s.cmdVel.Write(&geometry_msgs.Twist{})
 			}

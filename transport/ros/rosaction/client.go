@@ -253,9 +253,24 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Send(goal PG, idPrefix string) (*Goal, 
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	g := c.track(goal, idPrefix)
+	g := c.track(goal, idPrefix, time.Time{})
 	c.goalPub.Write(goal)
 	go c.resend(g, goal)
+	return g, nil
+}
+
+// SendOnce is Send for a goal whose content is only true when it is sent,
+// such as an arm hold at the joint positions just measured: it stamps the
+// goal with stamp (the client's clock when zero) and publishes it exactly
+// once. It is never resent, because a copy reaching a server whose
+// connection came up later would command a state that has aged since; a
+// goal lost that way is simply not executed.
+func (c *Client[AG, AR, AF, PG, PR, PF]) SendOnce(goal PG, idPrefix string, stamp time.Time) (*Goal, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	g := c.track(goal, idPrefix, stamp)
+	c.goalPub.Write(goal)
 	return g, nil
 }
 
@@ -288,10 +303,14 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) resend(g *Goal, goal PG) {
 	}
 }
 
-// track stamps goal with a fresh id and starts tracking it, before it is
-// published, so that no status about it can arrive untracked.
-func (c *Client[AG, AR, AF, PG, PR, PF]) track(goal PG, idPrefix string) *Goal {
-	now := c.conf.Now()
+// track stamps goal with a fresh id and stamp (the client's clock when
+// stamp is zero) and starts tracking it, before it is published, so that no
+// status about it can arrive untracked.
+func (c *Client[AG, AR, AF, PG, PR, PF]) track(goal PG, idPrefix string, stamp time.Time) *Goal {
+	now := stamp
+	if now.IsZero() {
+		now = c.conf.Now()
+	}
 	n := c.seq.Add(1)
 	id := idPrefix + "-" + strconv.FormatUint(n, 10) + "-" + strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
 	goal.SetGoalID(std_msgs.Header{Stamp: now}, actionlib_msgs.GoalID{Stamp: now, Id: id})
@@ -316,10 +335,14 @@ func (c *Client[AG, AR, AF, PG, PR, PF]) Cancel(g *Goal) {
 // stamp (an empty goal id, as actionlib defines; a zero stamp cancels
 // every goal), including goals of other clients. A goal sent after the
 // cancel with a later stamp survives it even if it reaches the server
-// first.
+// first, and is not counted as cancelled here either; sending the same
+// cancel again therefore never touches such a goal.
 func (c *Client[AG, AR, AF, PG, PR, PF]) CancelAll(stamp time.Time) {
 	c.mu.Lock()
 	for _, g := range c.goals {
+		if !stamp.IsZero() && g.Sent.After(stamp) {
+			continue
+		}
 		g.mu.Lock()
 		g.cancelled = true
 		g.mu.Unlock()

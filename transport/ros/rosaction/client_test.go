@@ -44,7 +44,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func (r *rig) send() *Goal { return r.c.track(&rosmsg.MoveBaseActionGoal{}, "test") }
+func (r *rig) send() *Goal { return r.c.track(&rosmsg.MoveBaseActionGoal{}, "test", time.Time{}) }
 
 // event is one thing that happens to the goal.
 type event struct {
@@ -312,7 +312,7 @@ func TestClient_GoalIDsAreUniqueAndStamped(t *testing.T) {
 	r := newRig(t)
 	// When two goals are tracked in the same instant
 	m1, m2 := &rosmsg.MoveBaseActionGoal{}, &rosmsg.MoveBaseActionGoal{}
-	g1, g2 := r.c.track(m1, "robot_bridge"), r.c.track(m2, "robot_bridge")
+	g1, g2 := r.c.track(m1, "robot_bridge", time.Time{}), r.c.track(m2, "robot_bridge", time.Time{})
 
 	// Then their ids differ, name the sender, and the envelopes carry them
 	require.NotEqual(t, g1.ID, g2.ID)
@@ -321,6 +321,35 @@ func TestClient_GoalIDsAreUniqueAndStamped(t *testing.T) {
 	require.Equal(t, r.now, m1.GoalId.Stamp)
 	require.Equal(t, r.now, m1.Header.Stamp)
 	require.Len(t, r.c.Pending(), 2)
+}
+
+func TestClient_CancelAllSparesGoalsStampedAfterIt(t *testing.T) {
+	// Given a goal sent before a cancel-all and one stamped after it (an
+	// arm hold sent right after a stop's cancel)
+	r := newRig(t)
+	before := r.send()
+	stop := r.now
+	after := r.c.track(&rosmsg.MoveBaseActionGoal{}, "test", stop.Add(time.Microsecond))
+
+	// When the cancel-all is sent, and sent again (a stop's echo)
+	r.c.CancelAll(stop)
+	r.c.CancelAll(stop)
+
+	// Then only the earlier goal counts as cancelled by this client, as
+	// the server (which compares the same stamps) cancels only that one
+	require.True(t, before.CancelRequested())
+	require.False(t, after.CancelRequested())
+	require.Equal(t, stop.Add(time.Microsecond), after.Sent)
+
+	// and a zero stamp cancels every goal
+	r.c.CancelAll(time.Time{})
+	require.True(t, after.CancelRequested())
+}
+
+func TestClient_SendOnceAfterCloseFails(t *testing.T) {
+	r := newRig(t)
+	_, err := r.c.SendOnce(&rosmsg.MoveBaseActionGoal{}, "x", time.Time{})
+	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestClient_SendAfterCloseFails(t *testing.T) {

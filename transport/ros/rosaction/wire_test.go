@@ -248,3 +248,45 @@ func TestWire_GoalSentBeforeTheServerConnectedIsResent(t *testing.T) {
 	require.Equal(t, Active, s)
 	require.Empty(t, got, "the server ignores the same goal id sent again")
 }
+
+func TestWire_SendOnceGoalIsNeverResent(t *testing.T) {
+	// Given a client whose server is not up yet, and a goal that is only
+	// true when sent (an arm hold at the positions just measured), sent
+	// once: TCPROS drops it, as nobody is subscribed
+	m := rostest.StartMaster(t)
+	cli, err := NewClient[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ClientConf[rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback]{
+		Node: newNode(t, m, "bridge"), Name: "/late_move_base", ResendPeriod: 10 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(cli.Close)
+	once := &rosmsg.MoveBaseActionGoal{}
+	once.Goal.TargetPose.Pose.Orientation.W = 1
+	stale, err := cli.SendOnce(once, "bridge-hold", time.Time{})
+	require.NoError(t, err)
+
+	// When the server comes up afterwards and the client sends an ordinary
+	// goal once the connection exists
+	got := make(chan string, 10)
+	srv, err := NewServer[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](ServerConf[rosmsg.MoveBaseActionGoal]{
+		Node: newNode(t, m, "late_server"), Name: "/late_move_base",
+		OnGoal: func(sg *ServerGoal, _ *rosmsg.MoveBaseActionGoal) { got <- sg.ID },
+	})
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	rostest.Eventually(t, 10*time.Second, func() bool { return m.Connected("/bridge", "/late_move_base/goal", "/late_server") },
+		"the client never connected to the late server")
+	next := &rosmsg.MoveBaseActionGoal{}
+	next.Goal.TargetPose.Pose.Orientation.W = 1
+	g, err := cli.Send(next, "bridge")
+	require.NoError(t, err)
+
+	// Then the first goal the server ever sees is the ordinary one: the
+	// aged goal was not published again (goals on one topic arrive in
+	// order, so a resend would have come first)
+	select {
+	case id := <-got:
+		require.Equal(t, g.ID, id, "the goal sent once (%s) reached the server late", stale.ID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ordinary goal never reached the server")
+	}
+}
