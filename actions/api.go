@@ -100,6 +100,13 @@ type Approver interface {
 	Withdraw(approvalID, reason string)
 }
 
+// BulkWithdrawer is an Approver that can withdraw every pending request at
+// once. The runner uses it when the e-stop latches, so no request filed
+// before the latch survives it to be approved after the reset.
+type BulkWithdrawer interface {
+	WithdrawAll(reason string) int
+}
+
 // StopReport is the answer to the stop tool: what was stopped and where
 // the robot is now.
 type StopReport struct {

@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/fsm"
@@ -119,7 +120,14 @@ func (r *Runner) execute(t *task) {
 func (r *Runner) finish(t *task, out safety.Outcome) {
 	p := t.plan
 	st := out.State
-	where := r.whereNow(p, st)
+	m := atRest
+	if !out.StopConfirmed && out.Kind != safety.OutcomeSucceeded {
+		m = stopUnconfirmed
+	}
+	if out.Kind == safety.OutcomeRejected {
+		m = untouched
+	}
+	where := whereNow(r.cfg, p, st, m)
 	switch out.Kind {
 	case safety.OutcomeSucceeded:
 		res := p.result(st)
@@ -129,6 +137,12 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 			t.text = "done: " + p.goal + "; " + where
 		}})
 	case safety.OutcomeRejected:
+		if out.Stop != nil {
+			// Stopped before its first command: the stopper cancels it too
+			// (whichever is first wins), with the same words.
+			r.cancelBeforeMotion(t, orSomeone(out.Stop.By), out.Stop.Detail())
+			break
+		}
 		te := toolerr.As(out.Err)
 		e := *te
 		e.Message = te.Message + "; " + where
@@ -147,31 +161,38 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 		}
 	case safety.OutcomeCancelled:
 		by := r.cancelledBy(t)
-		if out.Trip != nil && out.Trip.By != "" {
-			by = out.Trip.By
+		if out.Stop != nil && out.Stop.By != "" {
+			by = out.Stop.By
 		}
-		e := toolerr.New(toolerr.ActionFailed, "cancelled by %s after %s; %s", by, progressWords(r.view(t)), where)
-		e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
-		_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: "robot confirmed stopped", mutate: func(t *task) { t.err, t.text = e, e.Message }})
+		if out.Stop == nil || out.Stop.By == "" {
+			stop := safety.StopRequest{Cause: safety.StopByRequest}
+			if out.Stop != nil {
+				stop = *out.Stop
+			}
+			stop.By = by
+			out.Stop = &stop
+		}
+		e := cancelledError(t.req.Tool, out, progressWords(r.view(t)), where)
+		_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: out.Stop.Detail() + "; robot confirmed stopped", mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeRecovered:
 		if t.m.State() == fsm.Stopping {
 			_ = r.fire(t, fsm.EvRecover, trOpts{by: "supervisor", reason: out.Recovery.Text})
 		}
-		e := r.failureError(t, out, where)
+		e := failureError(t.req.Tool, out, where)
 		_ = r.fire(t, fsm.EvRecovered, trOpts{by: "supervisor", reason: out.Recovery.Text, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeFault:
 		if t.m.State() == fsm.Executing {
 			_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: out.FaultReason})
 		}
-		e := r.failureError(t, out, where)
+		e := failureError(t.req.Tool, out, where)
 		_ = r.fire(t, fsm.EvLatchFault, trOpts{by: "supervisor", reason: out.FaultReason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeEStopped:
 		s := r.sup.Status()
-		e := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) during %s; the robot stopped; no recovery motion while it is latched; %s",
-			s.EStop.By, orNone(s.EStop.Reason), t.req.Tool, where).Wrap(safety.ErrEStopActive)
+		e := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) during %s; %s; no recovery motion while it is latched; %s",
+			s.EStop.By, orNone(s.EStop.Reason), t.req.Tool, stopWords(out.StopConfirmed), where).Wrap(safety.ErrEStopActive)
 		_ = r.fire(t, fsm.EvEStop, trOpts{by: s.EStop.By, reason: s.EStop.Reason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeInterrupted:
-		e := toolerr.New(toolerr.Unavailable, "the bridge shut down during %s; the robot was commanded to stop; %s", t.req.Tool, where)
+		e := toolerr.New(toolerr.Unavailable, "the bridge shut down during %s; the robot was commanded to stop; %s", t.req.Tool, whereNow(r.cfg, p, st, stopUnconfirmed))
 		_ = r.fire(t, fsm.EvInterrupt, trOpts{by: "supervisor", reason: "shutdown", mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	}
 	// A task must never stay live after its goroutine ends.
@@ -179,4 +200,47 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 		r.log.Error("task left live after execution; interrupting", "task", t.id, "state", t.m.State())
 		_ = r.fire(t, fsm.EvInterrupt, trOpts{by: "supervisor", reason: "runner invariant"})
 	}
+}
+
+// progressOf turns a state into progress: completed steps weighted by
+// their expected durations plus the running step's fraction.
+func (r *Runner) progressOf(t *task, step int, st robot.State) Progress {
+	p := t.plan
+	if step >= len(p.steps) {
+		return Progress{Fraction: 1, Text: "done"}
+	}
+	rem := 0.0
+	if f := p.steps[step].Remaining; f != nil {
+		rem = f(st)
+	}
+	r.mu.Lock()
+	if t.stepStart[step] < 0 || rem > t.stepStart[step] {
+		t.stepStart[step] = rem
+	}
+	start := t.stepStart[step]
+	r.mu.Unlock()
+	frac := 0.0
+	if start > 0 {
+		frac = clamp01(1 - rem/start)
+	}
+	var doneDur, total float64
+	for i, d := range p.stepDur {
+		total += d.Seconds()
+		if i < step {
+			doneDur += d.Seconds()
+		}
+	}
+	overall := frac
+	if total > 0 {
+		overall = (doneDur + frac*p.stepDur[step].Seconds()) / total
+	}
+	overall = clamp01(overall)
+	txt := p.describe(step)
+	if p.target != nil {
+		togo := distance(st.Base, *p.target)
+		txt += fmt.Sprintf(": %.2f m to go", togo)
+	} else {
+		txt += fmt.Sprintf(": %.0f%% done", overall*100)
+	}
+	return Progress{Fraction: overall, Text: txt}
 }

@@ -10,10 +10,14 @@ import (
 )
 
 // Cancel cancels a task. Awaiting approval (or approved, not started):
-// the request is withdrawn and no motion is ever sent. Executing: the
-// robot is stopped and Cancel returns once it is confirmed stopped (or
-// ctx ends). A task already stopping, recovering or ended is returned as
-// it is.
+// the request is withdrawn and no motion is ever sent. Executing,
+// stopping or recovering: the robot is stopped, no recovery motion starts
+// after the cancel, and Cancel returns once the task has ended (or ctx
+// ends). A task that has ended is returned as it is.
+//
+// The supervisor records the cancel under its gate's lock before the
+// task's state is read here, so the choice below cannot race the start:
+// a task still before motion now will never send a command.
 func (r *Runner) Cancel(ctx context.Context, id, by string) (TaskView, error) {
 	if by == "" {
 		by = "agent"
@@ -27,20 +31,27 @@ func (r *Runner) Cancel(ctx context.Context, id, by string) (TaskView, error) {
 	if !ok {
 		return TaskView{}, notFoundTask(id)
 	}
+	if t.m.State().Terminal() {
+		return r.Get(id)
+	}
+	err := r.sup.CancelTask(ctx, t.id, by, "cancel_task")
+	r.endStopped(t, by, "cancelled by "+by)
+	v, werr := r.waitTerminal(ctx, t)
+	if err != nil {
+		return v, err
+	}
+	return v, werr
+}
+
+// endStopped ends t after the supervisor recorded its stop: a task that
+// never reached the start is cancelled with nothing sent; a moving one is
+// told to stop and ends through its supervised motion.
+func (r *Runner) endStopped(t *task, by, reason string) {
 	switch t.m.State() {
 	case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
-		r.cancelBeforeMotion(t, by, "cancelled by "+by)
-		if t.m.State() == fsm.Executing || t.m.State() == fsm.Stopping {
-			// Raced with the start: the motion is being stopped.
-			t.cancel()
-			return r.waitTerminal(ctx, t)
-		}
-		return r.Get(id)
-	case fsm.Executing:
-		t.cancel()
-		return r.waitTerminal(ctx, t)
+		r.cancelBeforeMotion(t, by, reason)
 	}
-	return r.Get(id)
+	t.cancel()
 }
 
 func (r *Runner) waitTerminal(ctx context.Context, t *task) (TaskView, error) {
@@ -54,7 +65,7 @@ func (r *Runner) waitTerminal(ctx context.Context, t *task) (TaskView, error) {
 // cancelBeforeMotion ends a task that has sent nothing.
 func (r *Runner) cancelBeforeMotion(t *task, by, reason string) {
 	st, _, _ := r.sup.Latest()
-	e := toolerr.New(toolerr.ActionFailed, "%s before it started; nothing moved; %s", reason, r.whereNow(t.plan, st))
+	e := toolerr.New(toolerr.ActionFailed, "%s before it started; nothing moved; %s", reason, whereNow(r.cfg, nil, st, untouched))
 	e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
 	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	if err == nil {
@@ -65,7 +76,9 @@ func (r *Runner) cancelBeforeMotion(t *task, by, reason string) {
 }
 
 // Stop is the stop tool: the stop command goes out at once, needs no
-// approval, and the live task (if any) is cancelled.
+// approval, and the live task (if any) is cancelled whatever state it is
+// in — before motion it never starts, during motion no further command of
+// it leaves the gate and no recovery motion starts.
 func (r *Runner) Stop(ctx context.Context, by, reason string) (StopReport, error) {
 	if by == "" {
 		by = "agent"
@@ -73,22 +86,21 @@ func (r *Runner) Stop(ctx context.Context, by, reason string) (StopReport, error
 	if reason == "" {
 		reason = "stop requested"
 	}
-	err := r.sup.Stop(ctx, by, reason)
-	st, _, _ := r.sup.Latest()
-	rep := StopReport{State: st}
 	r.mu.Lock()
 	t := r.live
 	if t != nil && t.cancelBy == "" {
 		t.cancelBy = by
 	}
 	r.mu.Unlock()
+	id := ""
 	if t != nil {
-		switch t.m.State() {
-		case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
-			r.cancelBeforeMotion(t, by, "stopped by "+by)
-		default:
-			t.cancel()
-		}
+		id = t.id
+	}
+	err := r.sup.StopTask(ctx, id, by, reason)
+	st, _, _ := r.sup.Latest()
+	rep := StopReport{State: st}
+	if t != nil {
+		r.endStopped(t, by, "stopped by "+by)
 		rep.Cancelled = append(rep.Cancelled, t.id)
 	}
 	rep.Text = "stop sent; " + st.Summary()
@@ -121,6 +133,14 @@ func (r *Runner) onSafetyEvent(e safety.Event) {
 	if e.Kind != safety.EventEStopPressed {
 		return
 	}
+	// Every pending request goes, not only the live task's (ended first,
+	// so it ends estopped): none filed before the e-stop may be approved
+	// after its reset.
+	defer func() {
+		if bw, ok := r.approver.(BulkWithdrawer); ok {
+			bw.WithdrawAll("e-stop pressed by " + orSomeone(e.By))
+		}
+	}()
 	r.mu.Lock()
 	t := r.live
 	r.mu.Unlock()
@@ -131,7 +151,7 @@ func (r *Runner) onSafetyEvent(e safety.Event) {
 	case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
 		st, _, _ := r.sup.Latest()
 		te := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) before %s started; nothing moved; %s",
-			e.By, orNone(e.Reason), t.req.Tool, r.whereNow(t.plan, st)).Wrap(safety.ErrEStopActive)
+			e.By, orNone(e.Reason), t.req.Tool, whereNow(r.cfg, nil, st, untouched)).Wrap(safety.ErrEStopActive)
 		if err := r.fire(t, fsm.EvEStop, trOpts{by: e.By, reason: e.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }}); err == nil {
 			if aid := r.approvalID(t); aid != "" && r.approver != nil {
 				r.approver.Withdraw(aid, "e-stop pressed")

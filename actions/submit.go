@@ -61,6 +61,10 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 			With("closest", r.cfg.ToolNames())
 		return TaskView{}, e
 	}
+	// The latch generation is read before the check: a latch that comes
+	// (and even goes) while the call is planned changes it, and the call
+	// then ends before any operator sees it.
+	gen := r.sup.LatchGeneration()
 	if err := r.refuseLatched(); err != nil {
 		return TaskView{}, err
 	}
@@ -113,8 +117,11 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	r.tasks[t.id] = t
 	r.order = append(r.order, t.id)
 	r.live = t
-	r.pruneLocked()
+	forget := r.pruneLocked()
 	r.mu.Unlock()
+	for _, id := range forget {
+		r.sup.ForgetTask(id)
+	}
 	by := req.Principal
 	if by == "" {
 		by = "agent"
@@ -126,6 +133,12 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 		}); err != nil {
 			r.log.Error("task creation not recorded", "task", t.id, "err", err)
 		}
+	}
+	// Registered as live now, so an e-stop from here on ends the task
+	// through onSafetyEvent; one that latched while it was planned ends it
+	// here.
+	if err := r.refuseLatchedSince(t, gen); err != nil {
+		return TaskView{}, err
 	}
 	if !needApproval {
 		_ = r.fire(t, fsm.EvPreauthorized, trOpts{by: "config", reason: "approval: never for " + req.Tool, mutate: func(t *task) {
@@ -148,6 +161,10 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 			t.err, t.text = te, te.Message
 		}})
 		return TaskView{}, te
+	}
+	if err := r.refuseLatchedSince(t, gen); err != nil {
+		r.approver.Withdraw(approvalID, "a latch engaged while the request was filed")
+		return TaskView{}, err
 	}
 	if err := r.fire(t, fsm.EvNeedApproval, trOpts{by: by, reason: "approval requested", mutate: func(t *task) {
 		t.approvalID = approvalID
@@ -183,17 +200,10 @@ func (r *Runner) refuseBusy() error {
 }
 
 func (r *Runner) refuseLatched() error {
+	if err := r.sup.RefuseLatched(); err != nil {
+		return toolerr.As(err)
+	}
 	s := r.sup.Status()
-	if s.EStop.Active {
-		return toolerr.New(toolerr.EStopActive, "the e-stop is latched (pressed by %s: %s); nothing can move until an operator resets it", s.EStop.By, orNone(s.EStop.Reason)).
-			Wrap(safety.ErrEStopActive)
-	}
-	if s.Fault.Latched {
-		e := toolerr.New(toolerr.SafetyViolation, "a fault is latched (%s); nothing moves until an operator clears it", s.Fault.Reason).
-			Wrap(safety.ErrFaultLatched).With("fault", s.Fault.Reason)
-		e.Suggestion = "tell the user that an operator must inspect the robot and clear the fault; do not retry"
-		return e
-	}
 	// A motion requested while the robot cannot be reached fails fast: no
 	// operator is asked to approve something that cannot be supervised.
 	if !s.LinkUp || !s.HaveState {
@@ -209,22 +219,52 @@ func (r *Runner) refuseLatched() error {
 	return nil
 }
 
+// refuseLatchedSince ends t, which has sent nothing, when an e-stop or
+// fault latched since generation gen (planning took a moment, or the
+// approval request was being filed), and returns the refusal.
+func (r *Runner) refuseLatchedSince(t *task, gen uint64) error {
+	if r.sup.LatchGeneration() == gen {
+		return nil
+	}
+	err := r.sup.RefuseLatched()
+	var te *toolerr.Error
+	if err != nil {
+		te = toolerr.As(err)
+		te.Message = t.req.Tool + " refused: " + te.Message + " (it latched while the call was being planned); nothing moved"
+	} else {
+		te = toolerr.New(toolerr.EStopActive, "%s refused: an e-stop or fault latched and was released while the call was being planned; nothing moved", t.req.Tool).
+			Wrap(safety.ErrEStopActive)
+		te.Suggestion = "tell the user the robot was e-stopped while this was being prepared; ask them before requesting it again"
+	}
+	ev := fsm.EvReject
+	if te.Type == toolerr.EStopActive {
+		ev = fsm.EvEStop
+	}
+	_ = r.fire(t, ev, trOpts{by: "supervisor", reason: te.Message, mutate: func(t *task) { t.err, t.text = te, te.Message }})
+	return te
+}
+
 // linkRetryAfter is the retry hint given while the robot link is down.
 const linkRetryAfter = 2 * time.Second
 
-func (r *Runner) pruneLocked() {
+// pruneLocked forgets the oldest ended tasks beyond MaxTasks and returns
+// their ids, for the supervisor to forget them too (outside r.mu).
+func (r *Runner) pruneLocked() []string {
+	var forgot []string
 	for len(r.order) > r.maxTasks {
 		dropped := false
 		for i, id := range r.order {
 			if r.tasks[id].m.State().Terminal() {
 				delete(r.tasks, id)
 				r.order = append(r.order[:i], r.order[i+1:]...)
+				forgot = append(forgot, id)
 				dropped = true
 				break
 			}
 		}
 		if !dropped {
-			return
+			break
 		}
 	}
+	return forgot
 }

@@ -2,8 +2,10 @@ package actions
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -42,8 +44,10 @@ func progressWords(v TaskView) string {
 	return fmt.Sprintf("%.0f%% of it", v.Progress.Fraction*100)
 }
 
-// failureError builds the error of a task that a monitor stopped.
-func (r *Runner) failureError(t *task, out safety.Outcome, where string) *toolerr.Error {
+// failureError builds the error of a task that a monitor stopped. The
+// words about the robot are exactly as true as the outcome: "robot
+// stopped" only when a state received after the stop showed it at rest.
+func failureError(tool string, out safety.Outcome, where string) *toolerr.Error {
 	typ := toolerr.ActionFailed
 	var retry time.Duration
 	what := "failed"
@@ -60,46 +64,109 @@ func (r *Runner) failureError(t *task, out safety.Outcome, where string) *tooler
 	if out.Trip != nil {
 		detail = out.Trip.Detail
 	}
-	var rec string
-	switch out.Kind {
-	case safety.OutcomeRecovered:
-		rec = "robot stopped; " + out.Recovery.Text
-	case safety.OutcomeFault:
-		rec = "robot stopped"
-		if out.Recovery.Text != "" {
-			rec += "; " + out.Recovery.Text
-		}
+	rec := stopWords(out.StopConfirmed)
+	if out.Recovery.Text != "" {
+		rec += "; " + out.Recovery.Text
+	}
+	if out.Kind == safety.OutcomeFault {
 		rec += "; a fault is latched and nothing moves until an operator clears it"
 	}
-	e := toolerr.New(typ, "%s %s (%s); %s; %s", t.req.Tool, what, detail, rec, where)
+	e := toolerr.New(typ, "%s %s (%s); %s; %s", tool, what, detail, rec, where)
 	e.RetryAfter = retry
 	if out.Trip != nil {
 		e.With("monitor", string(out.Trip.Kind))
 		e.Err = out.Trip.Err
 	}
-	e.With("recovery", out.Recovery.Text)
+	e.With("recovery", out.Recovery.Text).With("stop_confirmed", out.StopConfirmed)
 	if out.Kind == safety.OutcomeFault {
 		e.With("fault_latched", true)
 		e.Suggestion = "tell the user: the robot is stopped with a latched fault and an operator must inspect it and clear the fault before anything can move; do not retry"
+		if !out.StopConfirmed {
+			e.Suggestion = "tell the user: a stop was sent but the robot did not confirm it; a fault is latched and an operator must inspect the robot and clear the fault before anything can move; do not retry"
+		}
 	}
 	return e
 }
 
-// whereNow says where the robot is, relative to the task's goal.
-func (r *Runner) whereNow(p *plan, st robot.State) string {
+// stopWords says whether the robot is known to have stopped.
+func stopWords(confirmed bool) string {
+	if confirmed {
+		return "robot stopped"
+	}
+	return "stop sent, not confirmed"
+}
+
+// cancelledError builds the error of a task whose stop was requested
+// during its motion (the stop tool, cancel_task, the console, or its
+// grant ending).
+func cancelledError(tool string, out safety.Outcome, progress, where string) *toolerr.Error {
+	req := safety.StopRequest{Cause: safety.StopByRequest}
+	if out.Stop != nil {
+		req = *out.Stop
+	}
+	var e *toolerr.Error
+	switch req.Cause {
+	case safety.StopGrantRevoked:
+		e = toolerr.New(toolerr.ApprovalDenied, "%s was stopped after %s because %s; %s; %s", tool, progress, req.Detail(), stopWords(out.StopConfirmed), where).
+			With("reason", req.Reason).With("revoked_by", req.By)
+		e.Suggestion = "the operator withdrew the permission for this motion; tell the user and ask before requesting it again"
+	case safety.StopGrantExpired:
+		e = toolerr.New(toolerr.ApprovalExpired, "%s was stopped after %s because %s; %s; %s", tool, progress, req.Detail(), stopWords(out.StopConfirmed), where)
+		e.Suggestion = "the operator's time-limited permission ran out during the motion; ask the user whether to request it again"
+	default:
+		by := req.By
+		if by == "" {
+			by = "request"
+		}
+		e = toolerr.New(toolerr.ActionFailed, "cancelled by %s after %s; %s; %s", by, progress, stopWords(out.StopConfirmed), where)
+		e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
+	}
+	if out.Recovery.Text != "" {
+		e.With("recovery", out.Recovery.Text)
+	}
+	if out.Trip != nil {
+		e.With("monitor", string(out.Trip.Kind))
+	}
+	return e.With("stop_confirmed", out.StopConfirmed)
+}
+
+// motion says what is known about the robot's motion when a task ends.
+type motion int
+
+const (
+	// atRest: a state received after the task's last command (or its
+	// stop) shows the robot at rest.
+	atRest motion = iota
+	// stopUnconfirmed: a stop was sent but no state received after it
+	// shows the robot at rest.
+	stopUnconfirmed
+	// untouched: the task sent nothing; say where the robot is without a
+	// claim about stopping it.
+	untouched
+)
+
+// whereNow says where the robot is, relative to the task's goal when p
+// has a target. It claims "stopped" only for atRest.
+func whereNow(cfg *hwconfig.Config, p *plan, st robot.State, m motion) string {
 	var parts []string
-	if p.target != nil {
+	at := fmt.Sprintf("(%.2f, %.2f) facing %.0f°", st.Base.X, st.Base.Y, robot.Degrees(st.Base.Theta))
+	switch {
+	case m == stopUnconfirmed:
+		parts = append(parts, "base last seen at "+at)
+	case m == untouched:
+		parts = append(parts, "base at "+at)
+	case p != nil && p.target != nil:
 		d := distance(st.Base, *p.target)
-		if d <= r.cfg.Base.GoalTolerance+0.01 {
+		if d <= cfg.Base.GoalTolerance+0.01 {
 			parts = append(parts, fmt.Sprintf("base stopped at %s", p.goal))
 		} else {
-			parts = append(parts, fmt.Sprintf("base stopped %.2f m short of %s, at (%.2f, %.2f) facing %.0f°", d, p.goal, st.Base.X, st.Base.Y, robot.Degrees(st.Base.Theta)))
+			parts = append(parts, fmt.Sprintf("base stopped %.2f m short of %s, at %s", d, p.goal, at))
 		}
-	} else {
-		parts = append(parts, fmt.Sprintf("base stopped at (%.2f, %.2f) facing %.0f°", st.Base.X, st.Base.Y, robot.Degrees(st.Base.Theta)))
+	default:
+		parts = append(parts, "base stopped at "+at)
 	}
-	if r.cfg.Arm != nil && len(st.Joints) > 0 {
-		if name := r.poseName(st); name != "" {
+	if cfg.Arm != nil && len(st.Joints) > 0 {
+		if name := poseName(cfg, st); name != "" {
 			parts = append(parts, "arm in "+name)
 		} else {
 			parts = append(parts, "arm between named poses")
@@ -116,18 +183,7 @@ func (r *Runner) whereNow(p *plan, st robot.State) string {
 		}
 	}
 	parts = append(parts, "no task running")
-	return joinWords(parts)
-}
-
-func joinWords(parts []string) string {
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += "; "
-		}
-		s += p
-	}
-	return s
+	return strings.Join(parts, "; ")
 }
 
 func distance(a, b robot.Pose2D) float64 {
@@ -135,9 +191,10 @@ func distance(a, b robot.Pose2D) float64 {
 	return sqrt(dx*dx + dy*dy)
 }
 
-func (r *Runner) poseName(st robot.State) string {
-	for _, n := range r.cfg.PoseNames() {
-		q, err := r.cfg.PoseJoints(n)
+// poseName names the configured arm pose the joints are at, "" for none.
+func poseName(cfg *hwconfig.Config, st robot.State) string {
+	for _, n := range cfg.PoseNames() {
+		q, err := cfg.PoseJoints(n)
 		if err != nil {
 			continue
 		}
@@ -153,47 +210,4 @@ func (r *Runner) poseName(st robot.State) string {
 		}
 	}
 	return ""
-}
-
-// progressOf turns a state into progress: completed steps weighted by
-// their expected durations plus the running step's fraction.
-func (r *Runner) progressOf(t *task, step int, st robot.State) Progress {
-	p := t.plan
-	if step >= len(p.steps) {
-		return Progress{Fraction: 1, Text: "done"}
-	}
-	rem := 0.0
-	if f := p.steps[step].Remaining; f != nil {
-		rem = f(st)
-	}
-	r.mu.Lock()
-	if t.stepStart[step] < 0 || rem > t.stepStart[step] {
-		t.stepStart[step] = rem
-	}
-	start := t.stepStart[step]
-	r.mu.Unlock()
-	frac := 0.0
-	if start > 0 {
-		frac = clamp01(1 - rem/start)
-	}
-	var doneDur, total float64
-	for i, d := range p.stepDur {
-		total += d.Seconds()
-		if i < step {
-			doneDur += d.Seconds()
-		}
-	}
-	overall := frac
-	if total > 0 {
-		overall = (doneDur + frac*p.stepDur[step].Seconds()) / total
-	}
-	overall = clamp01(overall)
-	txt := p.describe(step)
-	if p.target != nil {
-		togo := distance(st.Base, *p.target)
-		txt += fmt.Sprintf(": %.2f m to go", togo)
-	} else {
-		txt += fmt.Sprintf(": %.0f%% done", overall*100)
-	}
-	return Progress{Fraction: overall, Text: txt}
 }

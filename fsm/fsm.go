@@ -90,7 +90,9 @@ const (
 	EvSucceed Event = "succeed"
 	// EvAbort: timeout, failure, limit breach or lost link during motion.
 	EvAbort Event = "abort"
-	// EvStopConfirmed: after a cancel, the robot is confirmed stopped.
+	// EvStopConfirmed: after a requested stop (cancel, the stop tool, the
+	// console, a grant that ended) the robot is confirmed stopped; from
+	// recovering it means the stop ended the recovery motion too.
 	EvStopConfirmed Event = "stop_confirmed"
 	// EvRecover: stopped after an abort; returning to the safe pose.
 	EvRecover Event = "recover"
@@ -132,7 +134,7 @@ var table = []Transition{
 	{EvReject, []State{Requested, Approved}, Failed},
 	{EvSucceed, []State{Executing}, Succeeded},
 	{EvAbort, []State{Executing}, Stopping},
-	{EvStopConfirmed, []State{Stopping}, Cancelled},
+	{EvStopConfirmed, []State{Stopping, Recovering}, Cancelled},
 	{EvRecover, []State{Stopping}, Recovering},
 	{EvRecovered, []State{Recovering}, Recovered},
 	{EvLatchFault, []State{Stopping, Recovering}, Fault},

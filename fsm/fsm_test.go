@@ -44,6 +44,7 @@ var allowed = []struct {
 	{Stopping, EvEStop, EStopped},
 	{Stopping, EvInterrupt, Interrupted},
 	{Recovering, EvRecovered, Recovered},
+	{Recovering, EvStopConfirmed, Cancelled},
 	{Recovering, EvLatchFault, Fault},
 	{Recovering, EvEStop, EStopped},
 	{Recovering, EvInterrupt, Interrupted},

@@ -115,6 +115,12 @@ const (
 	TripVerifyFailed TripKind = "verify_failed"
 	// TripCancelled: the task was cancelled (not a fault).
 	TripCancelled TripKind = "cancelled"
+	// TripGrantRevoked: an operator revoked or deleted the grant the
+	// motion runs on (not a fault).
+	TripGrantRevoked TripKind = "grant_revoked"
+	// TripGrantExpired: the grant the motion runs on ran out (not a
+	// fault).
+	TripGrantExpired TripKind = "grant_expired"
 	// TripShutdown: the supervisor is closing.
 	TripShutdown TripKind = "shutdown"
 )

@@ -26,22 +26,22 @@ type Authorization struct {
 	recovery bool
 }
 
-// admit runs every check of the gate, in order, without sending: e-stop,
-// fault, link, limits, authorization. Deny wins: the latches are checked
-// before any grant.
+// admit runs every check of the gate, in order, without sending: shut
+// down, e-stop, fault, a stop requested for the task, link, limits,
+// authorization. Deny wins: the latches are checked before any grant.
 func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	s.mu.Lock()
-	estop, fault, last, have, lastAt := s.estop, s.fault, s.last, s.haveState, s.lastAt
+	estop, fault, last, have, lastAt, closed := s.estop, s.fault, s.last, s.haveState, s.lastAt, s.closed
+	stopped, isStopped := s.stopRequestedLocked(a.TaskID)
 	s.mu.Unlock()
-	if estop.Active {
-		return toolerr.New(toolerr.EStopActive, "the e-stop is latched (pressed by %s: %s); no motion until an operator resets it",
-			estop.By, orDash(estop.Reason)).Wrap(ErrEStopActive).With("estop_by", estop.By)
+	if closed {
+		return toolerr.New(toolerr.Unavailable, "the safety supervisor has shut down; nothing was sent").Wrap(ErrNotStarted)
 	}
-	if fault.Latched {
-		e := toolerr.New(toolerr.SafetyViolation, "a fault is latched (%s); nothing moves until an operator clears it",
-			fault.Reason).Wrap(ErrFaultLatched).With("fault", fault.Reason)
-		e.Suggestion = "tell the user that an operator must inspect the robot and clear the fault; do not retry"
+	if e := latchedError(estop, fault); e != nil {
 		return e
+	}
+	if isStopped {
+		return stopRefusal(stopped)
 	}
 	if !s.drv.LinkUp() {
 		return unavailable("the robot link is down", s.set.stateTimeout*2)
@@ -148,6 +148,9 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 		}
 		cmd.ID = fmt.Sprintf("%s-%d", owner, s.cmdSeq)
 	}
+	// Counted before it leaves: a stop racing this send learns, once it
+	// holds the gate, that a command may have landed after its own stop.
+	s.sent.Add(1)
 	if err := s.drv.Send(ctx, cmd); err != nil {
 		return &sendError{err}
 	}

@@ -66,7 +66,9 @@ const (
 	OutcomeSucceeded OutcomeKind = "succeeded"
 	// OutcomeRejected: the gate refused the first command; nothing was sent.
 	OutcomeRejected OutcomeKind = "rejected"
-	// OutcomeCancelled: cancelled or stopped on request, robot confirmed stopped.
+	// OutcomeCancelled: cancelled or stopped on request (or its grant
+	// ended), robot confirmed stopped; no recovery motion was started
+	// after the request.
 	OutcomeCancelled OutcomeKind = "cancelled"
 	// OutcomeRecovered: a monitor tripped, the robot stopped and returned
 	// to the safe pose.
@@ -124,6 +126,10 @@ type Outcome struct {
 	Recovery      Recovery
 	// FaultReason is the latched fault (OutcomeFault).
 	FaultReason string
+	// Stop is the stop request that ended the motion (OutcomeCancelled,
+	// and OutcomeFault when the robot did not confirm that stop); nil
+	// when the motion ended by itself or by a monitor.
+	Stop *StopRequest
 	// State is the latest robot state when Execute returned.
 	State robot.State
 }
@@ -161,9 +167,18 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.RobotBusy, "task %s (%s) is already moving the robot", other.TaskID, other.Tool).
 			Wrap(ErrBusy).With("task_id", other.TaskID).With("tool", other.Tool)}
 	}
+	if req, ok := s.stopRequestedLocked(m.Auth.TaskID); ok {
+		// Stopped before its motion began (a stop racing an approval):
+		// nothing is sent, ever.
+		delete(s.stopReq, m.Auth.TaskID)
+		s.mu.Unlock()
+		st, _, _ := s.Latest()
+		return Outcome{Kind: OutcomeRejected, Err: stopRefusal(req), Stop: &req, State: st}
+	}
 	a := &activeMotion{
-		view: ActiveMotion{TaskID: m.Auth.TaskID, Tool: m.Auth.Tool, Phase: PhaseExecuting, Since: s.clock.Now()},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		view:    ActiveMotion{TaskID: m.Auth.TaskID, Tool: m.Auth.Tool, Phase: PhaseExecuting, Since: s.clock.Now()},
+		grantID: m.Auth.GrantID,
+		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	s.active = a
 	sctx := s.ctx
@@ -171,6 +186,9 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 	defer func() {
 		s.mu.Lock()
 		s.active = nil
+		// Execute runs once per task, so once it returns no command of
+		// the task can reach the gate again: its stop request has served.
+		delete(s.stopReq, m.Auth.TaskID)
 		s.mu.Unlock()
 	}()
 	r := &run{s: s, a: a, sctx: sctx}
@@ -208,7 +226,11 @@ func (r *run) execute(ctx context.Context, m Motion) Outcome {
 	trip, done, err := r.supervise(ctx, m.Auth, m.Steps, m.Deadline, m.Hooks.BeforeStart, m.Hooks.Progress, false)
 	if err != nil {
 		st, _, _ := r.s.Latest()
-		return Outcome{Kind: OutcomeRejected, Err: err, State: st}
+		out := Outcome{Kind: OutcomeRejected, Err: err, State: st}
+		if req, ok := r.s.StopRequested(m.Auth.TaskID); ok && errors.Is(err, ErrStopRequested) {
+			out.Stop = &req
+		}
+		return out
 	}
 	if trip == nil {
 		st, _, _ := r.s.Latest()
@@ -227,17 +249,19 @@ func (r *run) execute(ctx context.Context, m Motion) Outcome {
 	}
 	out.StopConfirmed = r.waitStopped(trip.At)
 	out.State, _, _ = r.s.Latest()
+	req, stopReq := r.stopRequest(trip)
 	switch {
 	case r.s.eStopped():
 		out.Kind = OutcomeEStopped
 		out.Recovery.Text = "no recovery motion while the e-stop is latched"
 		return out
-	case trip.Kind == TripCancelled:
-		if out.StopConfirmed {
-			out.Kind = OutcomeCancelled
-			return out
+	case stopReq:
+		// A requested stop wins over whatever tripped first: no recovery
+		// motion starts after it.
+		if trip.Kind != req.tripKind() {
+			out.Recovery.Text = "no recovery motion: " + req.detail() + " before recovery began"
 		}
-		return r.fault(out, m.Auth.TaskID, "after a cancel the robot was not confirmed stopped within "+r.s.set.stopTimeout.String())
+		return r.cancelled(out, m.Auth.TaskID, req)
 	case !out.StopConfirmed:
 		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, r.s.set.stopTimeout))
 	case !r.s.set.preauthorized:
@@ -245,6 +269,32 @@ func (r *run) execute(ctx context.Context, m Motion) Outcome {
 		return r.fault(out, m.Auth.TaskID, trip.Detail+"; "+out.Recovery.Text)
 	}
 	return r.recover(ctx, out, m)
+}
+
+// stopRequest returns the stop request that ends the motion: one recorded
+// for the task (stop tool, cancel, console, grant ended), or the cancel of
+// the motion's context.
+func (r *run) stopRequest(trip *Trip) (StopRequest, bool) {
+	if req, ok := r.s.StopRequested(r.a.view.TaskID); ok {
+		return req, true
+	}
+	if trip != nil && trip.Kind == TripCancelled {
+		return StopRequest{TaskID: r.a.view.TaskID, Cause: StopByRequest, By: trip.By, At: trip.At}, true
+	}
+	return StopRequest{}, false
+}
+
+// cancelled ends a motion whose stop was requested. The robot confirmed
+// at rest makes it cancelled; a robot that does not confirm the stop
+// within the stop timeout (silent, or still moving) is a fault of the
+// robot, not of the request, and latches like any unconfirmed stop.
+func (r *run) cancelled(out Outcome, taskID string, req StopRequest) Outcome {
+	out.Stop = &req
+	if out.StopConfirmed {
+		out.Kind = OutcomeCancelled
+		return out
+	}
+	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), r.s.set.stopTimeout))
 }
 
 func (r *run) fault(out Outcome, taskID, reason string) Outcome {
@@ -266,6 +316,12 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 	}
 	if s.set.gripperOpen && s.cfg.Gripper != nil && (st.Gripper == nil || st.Gripper.Closed) {
 		steps = append(steps, GripperStep("open the gripper", false, 0, s.cfg.Gripper.MaxOpening))
+	}
+	// A stop requested while the robot was stopping ends the task here:
+	// recovery never starts after it (the gate would refuse it anyway).
+	if req, ok := s.StopRequested(m.Auth.TaskID); ok {
+		out.Recovery.Text = "no recovery motion: " + req.detail() + " before recovery began"
+		return r.cancelled(out, m.Auth.TaskID, req)
 	}
 	if len(steps) == 0 {
 		out.Kind = OutcomeRecovered
@@ -299,6 +355,21 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 		out.State, _, _ = s.Latest()
 		s.emit(Event{Kind: EventRecoveryFinished, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Recovery.Text})
 		return out
+	}
+	if req, ok := r.stopRequest(trip); ok && (trip != nil || errors.Is(err, ErrStopRequested)) {
+		// Stopped on request during recovery: the stop wins, never a fault.
+		if trip != nil {
+			out.StopConfirmed = r.waitStopped(trip.At)
+			out.Recovery.Trip = trip
+		}
+		out.Recovery.Text = "recovery to " + name + " stopped: " + req.detail()
+		out.State, _, _ = s.Latest()
+		s.emit(Event{Kind: EventRecoveryFinished, TaskID: m.Auth.TaskID, By: req.By, Reason: out.Recovery.Text})
+		if s.eStopped() {
+			out.Kind = OutcomeEStopped
+			return out
+		}
+		return r.cancelled(out, m.Auth.TaskID, req)
 	}
 	if err != nil {
 		// Refused at the gate: e-stop latched meanwhile, or link never
@@ -368,11 +439,9 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		case <-ctx.Done():
 			return false, mkTrip(TripCancelled, 0, "cancelled", ctx.Err())
 		case <-r.a.stop:
-			t := mkTrip(TripCancelled, 0, "stopped by "+r.a.stopBy, nil)
-			t.By = r.a.stopBy
-			if r.a.stopWhy != "" {
-				t.Detail += " (" + r.a.stopWhy + ")"
-			}
+			req := r.a.stopped
+			t := mkTrip(req.tripKind(), 0, req.detail(), nil)
+			t.By = req.By
 			return false, t
 		case <-r.sctx.Done():
 			return false, mkTrip(TripShutdown, 0, "the bridge is shutting down", nil)
@@ -428,6 +497,14 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				t2 := mkTrip(t.kind, i, t.detail, t.err)
 				return r.trip(t2), i, nil
 			}
+			// Authority ends at once: a grant revoked or run out since the
+			// last look stops the motion now (invariant 11).
+			if req := r.authorityEnded(auth); req != nil {
+				_ = s.requestStop(context.WithoutCancel(ctx), *req, false)
+				t := mkTrip(req.tripKind(), i, req.detail(), nil)
+				t.By = req.By
+				return r.trip(t), i, nil
+			}
 			if at != lastSeen && progress != nil && have {
 				progress(i, st)
 			}
@@ -471,6 +548,30 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		}
 	}
 	return nil, len(steps), nil
+}
+
+// authorityEnded re-checks the grant a motion runs on and returns the stop
+// request its end implies, nil while it still authorizes the motion. The
+// supervisor's recovery and tools the config marks "approval: never" hold
+// no grant and are not checked.
+func (r *run) authorityEnded(a Authorization) *StopRequest {
+	if a.recovery || a.GrantID == "" {
+		return nil
+	}
+	err := r.s.authorize(a)
+	if err == nil {
+		return nil
+	}
+	cause := StopGrantRevoked
+	if errors.Is(err, ErrGrantExpired) {
+		cause = StopGrantExpired
+	}
+	reason := err.Error()
+	var te *toolerr.Error
+	if errors.As(err, &te) && te.Err != nil {
+		reason = te.Err.Error()
+	}
+	return &StopRequest{TaskID: a.TaskID, Cause: cause, Reason: reason}
 }
 
 // Rest thresholds: a step is only done once the robot is at rest, so a

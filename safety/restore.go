@@ -14,10 +14,12 @@ func (s *Supervisor) RestoreLatches(estop EStopStatus, fault FaultStatus) {
 	restoredE := estop.Active && !s.estop.Active
 	if restoredE {
 		s.estop = estop
+		s.latchGen++
 	}
 	restoredF := fault.Latched && !s.fault.Latched
 	if restoredF {
 		s.fault = fault
+		s.latchGen++
 	}
 	a := s.active
 	s.mu.Unlock()

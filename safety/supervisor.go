@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -158,6 +159,10 @@ type Supervisor struct {
 	// e-stop's stop without a second stop following it.
 	sendMu sync.Mutex
 	cmdSeq uint64 // guarded by sendMu
+	// sent counts the commands handed to the driver (attempts included;
+	// written under sendMu). A stop compares it across its own sending to
+	// learn whether a command left meanwhile and must be stopped again.
+	sent atomic.Uint64
 
 	mu         sync.Mutex
 	estop      EStopStatus   // guarded by mu
@@ -166,6 +171,11 @@ type Supervisor struct {
 	haveState  bool          // guarded by mu
 	lastAt     time.Time     // guarded by mu; supervisor clock at receipt
 	active     *activeMotion // guarded by mu
+	// stopReq holds the tasks whose stop was requested; the gate refuses
+	// their commands. Written under sendMu and mu, read under mu.
+	stopReq map[string]StopRequest
+	// latchGen counts e-stop and fault latches; guarded by mu.
+	latchGen uint64
 	running    bool          // guarded by mu
 	closed     bool          // guarded by mu
 	ctx        context.Context
@@ -180,15 +190,26 @@ type activeMotion struct {
 	view ActiveMotion
 	// wake is signalled (non-blocking) on every state and latch change.
 	wake chan struct{}
-	// stop is closed when an operator or the stop tool stops the robot.
+	// grantID is the grant the motion runs on ("" for none).
+	grantID string
+	// stop is closed when a stop is requested for the motion (stop tool,
+	// cancel, console, a grant that ended); stopped says why. stopped is
+	// written once, before stop is closed, and read only after.
 	stop     chan struct{}
 	stopOnce sync.Once
-	stopBy   string
-	stopWhy  string
+	stopped  StopRequest
 	// blocked is true while the motion loop waits; nextTick is when its
 	// timer fires next. Both guarded by the supervisor's mu.
 	blocked  bool
 	nextTick time.Time
+}
+
+// requestStop ends the motion on behalf of r (first request wins).
+func (a *activeMotion) requestStop(r StopRequest) {
+	a.stopOnce.Do(func() {
+		a.stopped = r
+		close(a.stop)
+	})
 }
 
 func (a *activeMotion) poke() {
@@ -225,7 +246,7 @@ func New(conf Conf) (*Supervisor, error) {
 		cfg: conf.Config, drv: conf.Driver, grants: conf.Grants, clock: conf.Clock,
 		log:    conf.Logger.With("component", "safety"),
 		limits: lim, set: set, done: make(chan struct{}),
-		stopCtxDur: time.Second,
+		stopCtxDur: time.Second, stopReq: map[string]StopRequest{},
 	}
 	if conf.Observer != nil {
 		s.observers = append(s.observers, &observerEntry{conf.Observer})
@@ -384,15 +405,21 @@ func (s *Supervisor) Start(ctx context.Context) error {
 // Close stops the watcher, ends any supervised motion and, as its last
 // act, commands the robot to stop.
 func (s *Supervisor) Close() error {
+	// Closing under the gate's lock: no command is in flight once closed
+	// is set, and the gate refuses every later one, so the final stop
+	// below is the last command the robot receives.
+	s.sendMu.Lock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.sendMu.Unlock()
 		return nil
 	}
 	s.closed = true
 	running := s.running
 	a := s.active
 	s.mu.Unlock()
+	s.sendMu.Unlock()
 	if running {
 		s.cancel()
 		<-s.done
@@ -487,10 +514,12 @@ func (s *Supervisor) EStop(ctx context.Context, by, reason string) error {
 
 func (s *Supervisor) latchEStop(ctx context.Context, by, reason string) error {
 	detected := s.clock.Now()
+	seq := s.sent.Load()
 	s.mu.Lock()
 	fresh := !s.estop.Active
 	if fresh {
 		s.estop = EStopStatus{Active: true, By: by, Reason: reason, Since: detected}
+		s.latchGen++
 	}
 	a := s.active
 	s.mu.Unlock()
@@ -498,9 +527,10 @@ func (s *Supervisor) latchEStop(ctx context.Context, by, reason string) error {
 	err := s.stopNow(ctx)
 	lat := s.clock.Since(detected)
 	// A command that passed the gate before the latch may still be in
-	// flight; once it has returned, stop again so it cannot win.
-	if !s.sendMu.TryLock() {
-		s.sendMu.Lock()
+	// flight, or may have left after the stop above: once the gate is
+	// free, stop again if anything left since the latch.
+	s.sendMu.Lock()
+	if s.sent.Load() != seq {
 		if err2 := s.stopNow(ctx); err == nil {
 			err = err2
 		}
@@ -573,35 +603,18 @@ func (s *Supervisor) latchFault(taskID, reason string) {
 	s.mu.Lock()
 	if !s.fault.Latched {
 		s.fault = FaultStatus{Latched: true, Reason: reason, TaskID: taskID, Since: s.clock.Now()}
+		s.latchGen++
 	}
 	s.mu.Unlock()
 	s.log.Error("fault latched", "task", taskID, "reason", reason)
 	s.emit(Event{Kind: EventFaultLatched, TaskID: taskID, By: "supervisor", Reason: reason})
 }
 
-// Stop commands the robot to stop at once (the stop tool and the
-// console's stop button). It needs no authorization, never latches
-// anything, and ends the supervised motion, which then reports itself
-// cancelled once the robot is confirmed stopped (or latches a fault when
-// it was recovering).
+// Stop commands the robot to stop at once (the console's stop button)
+// and ends the supervised motion, whatever task it belongs to, as
+// StopTask does. It needs no authorization and never latches anything.
 func (s *Supervisor) Stop(ctx context.Context, by, reason string) error {
-	detected := s.clock.Now()
-	err := s.stopNow(ctx)
-	lat := s.clock.Since(detected)
-	s.mu.Lock()
-	a := s.active
-	s.mu.Unlock()
-	if a != nil {
-		a.stopOnce.Do(func() {
-			a.stopBy, a.stopWhy = by, reason
-			close(a.stop)
-		})
-	}
-	s.emit(Event{Kind: EventStopSent, At: detected, By: by, Reason: reason, Latency: lat, Err: err})
-	if err != nil {
-		return toolerr.New(toolerr.Unavailable, "the stop command could not be delivered: %v", err).Wrap(err)
-	}
-	return nil
+	return s.requestStop(ctx, StopRequest{Cause: StopByRequest, By: by, Reason: reason}, true)
 }
 
 // CheckLimits checks commands against the configured limits, starting
