@@ -164,20 +164,20 @@ type Supervisor struct {
 	// learn whether a command left meanwhile and must be stopped again.
 	sent atomic.Uint64
 
-	mu         sync.Mutex
-	estop      EStopStatus   // guarded by mu
-	fault      FaultStatus   // guarded by mu
-	last       robot.State   // guarded by mu
-	haveState  bool          // guarded by mu
-	lastAt     time.Time     // guarded by mu; supervisor clock at receipt
-	active     *activeMotion // guarded by mu
+	mu        sync.Mutex
+	estop     EStopStatus   // guarded by mu
+	fault     FaultStatus   // guarded by mu
+	last      robot.State   // guarded by mu
+	haveState bool          // guarded by mu
+	lastAt    time.Time     // guarded by mu; supervisor clock at receipt
+	active    *activeMotion // guarded by mu
 	// stopReq holds the tasks whose stop was requested; the gate refuses
 	// their commands. Written under sendMu and mu, read under mu.
 	stopReq map[string]StopRequest
 	// latchGen counts e-stop and fault latches; guarded by mu.
-	latchGen uint64
-	running    bool          // guarded by mu
-	closed     bool          // guarded by mu
+	latchGen   uint64
+	running    bool // guarded by mu
+	closed     bool // guarded by mu
 	ctx        context.Context
 	cancel     context.CancelFunc
 	done       chan struct{}
