@@ -79,18 +79,74 @@ type Bridge struct {
 	bus        *events.Bus
 	dur        *durable // the store and the metrics (store.go)
 
-	mu      sync.Mutex
-	ln      net.Listener
-	srv     *http.Server
-	cancel  context.CancelFunc
-	done    chan struct{}
-	bg      sync.WaitGroup
-	started bool
+	// td holds the release of everything New and Start acquired, run
+	// last-acquired first by Stop, by a failed Start and by a failed New.
+	td teardown
+
+	mu    sync.Mutex
+	ln    net.Listener
+	bg    sync.WaitGroup
+	phase phase // guarded by mu
+}
+
+// phase is where a Bridge is in its life: built by New, running after a
+// successful Start, and stopped for good after Stop or a failed Start.
+type phase int
+
+const (
+	phaseBuilt phase = iota
+	phaseRunning
+	phaseStopped
+)
+
+// teardown is the bridge's release list, in the manner of an application
+// lifecycle: whatever New or Start acquires — the robot link, the store
+// and its file lock, the supervisor's watcher, the background goroutines,
+// the listener — registers its release right after acquiring it, and the
+// releases run in reverse order, each once. So a failed New or Start
+// gives back exactly what it took, and Stop is the same list at any point
+// of the life. The robot link is acquired first and so released last:
+// the driver's final stop is the last act of every shutdown.
+type teardown struct {
+	mu    sync.Mutex
+	steps []release // guarded by mu; in the order acquired
+}
+
+// release is one registered release, named for its error.
+type release struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// add registers the release of something just acquired.
+func (t *teardown) add(name string, fn func(context.Context) error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.steps = append(t.steps, release{name, fn})
+}
+
+// run releases everything registered so far, newest first, and forgets
+// it, so a second run releases nothing twice. Every step runs even when
+// an earlier one failed; the errors are joined.
+func (t *teardown) run(ctx context.Context) error {
+	t.mu.Lock()
+	steps := t.steps
+	t.steps = nil
+	t.mu.Unlock()
+	var errs []error
+	for i := len(steps) - 1; i >= 0; i-- {
+		if err := steps[i].fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", steps[i].name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // New validates conf, fills defaults and builds every part, without
-// starting anything or touching the robot.
-func New(conf Conf) (*Bridge, error) {
+// starting anything or touching the robot. When it fails it releases what
+// it had acquired (the store's file lock among them), so New may be tried
+// again on the same data dir in the same process.
+func New(conf Conf) (_ *Bridge, err error) {
 	if conf.Config == nil {
 		return nil, errors.New("bridge: Conf.Config is required")
 	}
@@ -114,6 +170,14 @@ func New(conf Conf) (*Bridge, error) {
 	}
 	cfg := conf.Config
 	b := &Bridge{conf: conf, log: conf.Logger.With("component", "bridge"), clock: conf.Clock, bus: events.New(1024)}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if rerr := b.td.run(context.Background()); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("bridge: releasing after the failure: %w", rerr))
+		}
+	}()
 
 	tokens, created, err := toolapi.LoadOrCreateTokens(conf.DataDir, conf.Env)
 	if err != nil {
@@ -132,6 +196,10 @@ func New(conf Conf) (*Bridge, error) {
 	if b.drv, err = b.newDriver(cfg); err != nil {
 		return nil, err
 	}
+	// The robot link is the first thing acquired, so its release — the
+	// driver's final stop and close — is the last of every teardown. It
+	// closes a driver that never started without touching the robot.
+	b.td.add("robot link", func(context.Context) error { return b.drv.Close() })
 
 	b.perception, err = perception.New(perception.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger})
 	if err != nil {
@@ -140,6 +208,7 @@ func New(conf Conf) (*Bridge, error) {
 	if err := b.openDurable(); err != nil {
 		return nil, err
 	}
+	b.td.add("store", b.closeDurable)
 	b.approvals, err = approval.New(approval.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception, Store: b.dur.approvals()})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
@@ -210,31 +279,50 @@ func principalName(r *http.Request) string {
 }
 
 // Start brings the robot link up, starts the supervisor and opens the API.
-func (b *Bridge) Start(ctx context.Context) error {
+// A failed Start releases everything the bridge holds, what New acquired
+// included, and leaves it stopped: build a new one to try again.
+func (b *Bridge) Start(ctx context.Context) (err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.started {
+	switch b.phase {
+	case phaseRunning:
 		return errors.New("bridge: already started")
+	case phaseStopped:
+		return errors.New("bridge: stopped; build a new one with New")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if err := b.drv.Start(runCtx); err != nil {
-		cancel()
+	defer func() {
+		if err == nil {
+			b.phase = phaseRunning
+			return
+		}
+		b.phase = phaseStopped
+		if rerr := b.td.run(context.WithoutCancel(ctx)); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("bridge: releasing after the failure: %w", rerr))
+		}
+	}()
+	// The driver and the supervisor run until their own release; only the
+	// background goroutines below end with runCtx.
+	long := context.WithoutCancel(ctx)
+	if err := b.drv.Start(long); err != nil {
 		return fmt.Errorf("bridge: robot link: %w", err)
 	}
-	if err := b.sup.Start(runCtx); err != nil {
-		cancel()
-		_ = b.drv.Close()
+	if err := b.sup.Start(long); err != nil {
 		return fmt.Errorf("bridge: supervisor: %w", err)
 	}
+	// The supervisor's Close commands a stop; it runs after the runner has
+	// ended the live tasks and before the store closes.
+	b.td.add("supervisor", func(context.Context) error { return b.sup.Close() })
 	// Restart recovery: latches restored, a stop sent, the store settled,
 	// all before the listener opens.
-	if err := b.recoverDurable(runCtx); err != nil {
-		cancel()
-		_ = b.sup.Close()
-		_ = b.dur.st.Close()
-		_ = b.drv.Close()
+	if err := b.recoverDurable(long); err != nil {
 		return err
 	}
+	runCtx, cancel := context.WithCancel(long)
+	b.td.add("background", func(context.Context) error {
+		cancel()
+		b.bg.Wait()
+		return nil
+	})
 	states, unsubscribe := b.drv.Subscribe()
 	b.bg.Add(1)
 	go func() {
@@ -243,23 +331,32 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.perception.Run(runCtx, states)
 	}()
 	b.forwardEvents(runCtx)
+	// Pending approvals are cancelled, then live tasks end, both while the
+	// supervisor still watches the robot (their releases run before its).
+	b.td.add("approvals", func(context.Context) error { return b.approvals.Close() })
+	b.td.add("runner", b.runner.Close)
 	ln, err := net.Listen("tcp", b.conf.Listen)
 	if err != nil {
-		cancel()
-		b.bg.Wait()
-		_ = b.sup.Close()
-		_ = b.drv.Close()
 		return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
 	}
 	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second, Protocols: serverProtocols()}
-	b.ln, b.srv, b.cancel, b.started = ln, srv, cancel, true
-	b.done = make(chan struct{})
+	b.ln = ln
+	done := make(chan struct{})
 	go func() {
-		defer close(b.done)
+		defer close(done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			b.log.Error("http server stopped", "err", err)
 		}
 	}()
+	b.td.add("http", func(ctx context.Context) error {
+		var err error
+		if err = srv.Shutdown(ctx); err != nil {
+			err = fmt.Errorf("shutdown: %w", err)
+			_ = srv.Close()
+		}
+		<-done
+		return err
+	})
 	b.log.Info("bridge started", "addr", ln.Addr().String(), "robot", b.conf.Config.Robot.ID)
 	return nil
 }
@@ -274,44 +371,20 @@ func (b *Bridge) Addr() string {
 	return b.ln.Addr().String()
 }
 
-// Stop shuts the bridge down in order: the API closes, live tasks end, and
-// the last act is a stop command to the robot.
+// Stop shuts the bridge down in order: the API closes, pending approvals
+// are cancelled, live tasks end, the supervisor sends a stop, the store
+// closes, and the last act is the driver's final stop. It is safe before
+// Start (it then releases what New acquired), after a failed Start, and
+// more than once.
 func (b *Bridge) Stop(ctx context.Context) error {
 	b.mu.Lock()
-	if !b.started {
+	if b.phase == phaseStopped {
 		b.mu.Unlock()
 		return nil
 	}
-	b.started = false
-	srv, done, cancel := b.srv, b.done, b.cancel
+	b.phase = phaseStopped
 	b.mu.Unlock()
-
-	var errs []error
-	if err := srv.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-		_ = srv.Close()
-	}
-	<-done
-	if err := b.runner.Close(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("runner: %w", err))
-	}
-	if err := b.approvals.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("approvals: %w", err))
-	}
-	cancel()
-	b.bg.Wait()
-	// The supervisor's Close commands a stop; the driver's Close stops the
-	// robot once more as the very last act before the link goes away.
-	if err := b.sup.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("supervisor: %w", err))
-	}
-	if err := b.closeDurable(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("store: %w", err))
-	}
-	if err := b.drv.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("robot link: %w", err))
-	}
-	return errors.Join(errs...)
+	return b.td.run(ctx)
 }
 
 // ready is GET /readyz: the robot link is up and the supervisor has state.

@@ -29,8 +29,9 @@ type durable struct {
 	m        *metrics.Metrics
 	mountOne sync.Once
 
-	mu     sync.Mutex
-	report store.RecoveryReport // guarded by mu; the last restart recovery
+	mu        sync.Mutex
+	report    store.RecoveryReport // guarded by mu; the last restart recovery
+	recovered bool                 // guarded by mu; a Start recovered the store
 }
 
 var (
@@ -178,7 +179,7 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 		return fmt.Errorf("bridge: restart recovery: %w", err)
 	}
 	d.mu.Lock()
-	d.report = rep
+	d.report, d.recovered = rep, true
 	d.mu.Unlock()
 	d.m.TasksRecovered(len(rep.Interrupted))
 	d.mountOne.Do(func() {
@@ -195,9 +196,17 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 	return nil
 }
 
-// closeDurable records the shutdown and closes the store; Stop calls it
+// closeDurable is the store's release: it records the shutdown of a
+// bridge that started (one that never recovered the store has nothing to
+// record) and closes the store, giving up its file lock. Stop runs it
 // after the supervisor's stop and before the driver's last one.
 func (b *Bridge) closeDurable(ctx context.Context) error {
+	b.dur.mu.Lock()
+	recovered := b.dur.recovered
+	b.dur.mu.Unlock()
+	if !recovered {
+		return b.dur.st.Close()
+	}
 	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{
 		Type: store.AuditBridgeStop, Actor: "bridge",
 		Summary: "bridge shut down cleanly",
