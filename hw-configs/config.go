@@ -486,6 +486,60 @@ type SafetyConf struct {
 	ApprovalTTL Duration `yaml:"approval_ttl"`
 	// MaxGrantTTL caps a scoped grant's lifetime (optional). It defaults to 30m.
 	MaxGrantTTL Duration `yaml:"max_grant_ttl,omitempty"`
+	// AfterCrash is what a bridge that finds it was not shut down cleanly
+	// (killed, crashed, power lost) does at start (optional): latch_fault,
+	// the default, comes up with a latched fault "the bridge restarted
+	// after an unclean shutdown" that only an operator clears; resume
+	// comes up without it, which is less safe — nobody has to look at the
+	// robot before it moves again.
+	AfterCrash AfterCrash `yaml:"after_crash,omitempty"`
+}
+
+// AfterCrash is the policy of safety.after_crash.
+type AfterCrash string
+
+// After-crash policies.
+const (
+	// AfterCrashLatchFault latches a fault an operator must clear.
+	AfterCrashLatchFault AfterCrash = "latch_fault"
+	// AfterCrashResume starts without a fault (less safe; opt-in).
+	AfterCrashResume AfterCrash = "resume"
+)
+
+// AfterCrashPolicies lists the allowed safety.after_crash values.
+var AfterCrashPolicies = []AfterCrash{AfterCrashLatchFault, AfterCrashResume}
+
+// Policy returns the effective policy: latch_fault when unset.
+func (a AfterCrash) Policy() AfterCrash {
+	if a == "" {
+		return AfterCrashLatchFault
+	}
+	return a
+}
+
+// Valid reports whether a is unset or one of AfterCrashPolicies.
+func (a AfterCrash) Valid() bool {
+	return a == "" || a == AfterCrashLatchFault || a == AfterCrashResume
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler so that an unknown policy is
+// reported with its field path, `safety.after_crash`.
+func (a *AfterCrash) UnmarshalYAML(n ast.Node) error {
+	s, ok, err := scalarText(n, "an after-crash policy")
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range AfterCrashPolicies {
+		if s == string(v) {
+			*a = v
+			return nil
+		}
+	}
+	return &FieldError{
+		Field: nodePath(n), Value: s, Line: nodeLine(n),
+		Problem: fmt.Sprintf("unknown after-crash policy %q", s),
+		Allowed: joinStrings(AfterCrashPolicies),
+	}
 }
 
 // PerceptionConf tunes the perception summarizer.

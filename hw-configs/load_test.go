@@ -134,6 +134,7 @@ var badFixtures = map[string]struct{ field, allowed string }{
 	"stop-requires-approval":                 {"actions.stop.approval", "never"},
 	"cancel-requires-approval":               {"actions.cancel_task.approval", "never"},
 	"unknown-approval":                       {"actions.grasp.approval", "required, never"},
+	"unknown-after-crash":                    {"safety.after_crash", "latch_fault, resume"},
 	"unknown-action-tool":                    {"actions.fly_to", "move_base_to, move_arm_to, grasp"},
 	"missing-action":                         {"actions.grasp", "approval: required"},
 	"arm-tool-without-arm":                   {"actions.move_arm_to", "move_base_to, return_to_safe_pose, stop, cancel_task"},
