@@ -61,3 +61,63 @@ func FuzzDecodeCallBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeToolCalls feeds the POST /v1/tool_calls decoder and planner
+// arbitrary bytes. It must never panic; every rejection is an
+// INVALID_PARAMS an agent can act on; and of an accepted message, no two
+// calls that may run share an idempotency key (DESIGN.md §4, invariant
+// 7), a call with an id that may run has a key, and a call without one
+// has none.
+func FuzzDecodeToolCalls(f *testing.F) {
+	for _, s := range []string{
+		`{"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "move_base_to", "arguments": "{\"location\": \"table\"}"}}]}`,
+		`{"session_id": "conv-1", "tool_calls": [{"id": "call_1", "function": {"name": "move_base_to", "arguments": "{}"}}, {"id": "call_1", "function": {"name": "move_arm_to", "arguments": "{}"}}]}`,
+		`{"idempotency_key_prefix": "conv42:", "tool_calls": [{"id": "call_9", "function": {"name": "release"}}, {"function": {"name": "release"}}]}`,
+		`{"session_id": "a b", "tool_calls": [{"id": "c", "function": {"name": "stop"}}, {"id": "c", "function": {"name": "stop"}}]}`,
+		`{"tool_calls": []}`, `{"role": "user", "tool_calls": [{}]}`, `{"wait_ms": -1, "tool_calls": [{}]}`, `{"tool_calls": [`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msg, te := decodeToolCalls(data)
+		if te != nil {
+			if te.Type != toolerr.InvalidParams || te.SuggestionText() == "" || te.Message == "" {
+				t.Fatalf("bad error for %q: %+v", data, te)
+			}
+			return
+		}
+		plan := planToolCalls(msg)
+		if len(plan) != len(msg.ToolCalls) || len(plan) == 0 {
+			t.Fatalf("%d calls planned for %d", len(plan), len(msg.ToolCalls))
+		}
+		keys := map[string]int{}
+		for i, pc := range plan {
+			id := msg.ToolCalls[i].ID
+			if pc.answerID == "" || (id != "" && pc.answerID != id) {
+				t.Fatalf("call %d answers as %q for id %q", i, pc.answerID, id)
+			}
+			if pc.refused != nil {
+				if pc.refused.Type != toolerr.InvalidParams || pc.refused.SuggestionText() == "" {
+					t.Fatalf("call %d refused with %+v", i, pc.refused)
+				}
+				continue
+			}
+			if id == "" {
+				if pc.req.IdempotencyKey != "" {
+					t.Fatalf("call %d without an id has the key %q", i, pc.req.IdempotencyKey)
+				}
+				continue
+			}
+			if neverRefused(pc.req.Tool) {
+				continue
+			}
+			if pc.req.IdempotencyKey == "" {
+				t.Fatalf("call %d with id %q has no key", i, id)
+			}
+			if j, dup := keys[pc.req.IdempotencyKey]; dup {
+				t.Fatalf("calls %d and %d may both run under the key %q", j, i, pc.req.IdempotencyKey)
+			}
+			keys[pc.req.IdempotencyKey] = i
+		}
+	})
+}

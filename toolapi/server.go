@@ -42,6 +42,7 @@ type Server struct {
 // processed; concurrent duplicates wait for it and share its outcome.
 type flight struct {
 	hash string
+	tool string
 	done chan struct{}
 	view actions.TaskView // set before done is closed
 	err  error            // set before done is closed
@@ -125,6 +126,25 @@ type CallRequest struct {
 	Wait time.Duration
 	// TraceID ties the call's logs together (optional).
 	TraceID string
+
+	// toolCallID and keyPrefix are set when IdempotencyKey was derived
+	// from a tool call's id by POST /v1/tool_calls, so that a replay or a
+	// CONFLICT names the tool call rather than a key the client never saw.
+	toolCallID, keyPrefix string
+}
+
+// keyOrigin says in words where the call's idempotency key came from, for
+// messages to the model.
+func (req CallRequest) keyOrigin() string {
+	switch {
+	case req.toolCallID == "":
+		return fmt.Sprintf("idempotency key %q", req.IdempotencyKey)
+	case req.keyPrefix != "":
+		return fmt.Sprintf("tool call id %q under idempotency_key_prefix %q", req.toolCallID, req.keyPrefix)
+	case req.SessionID == "":
+		return fmt.Sprintf("tool call id %q without a session_id", req.toolCallID)
+	}
+	return fmt.Sprintf("tool call id %q in session %q", req.toolCallID, req.SessionID)
 }
 
 // outcome is what a tool produced before it is wrapped in an Envelope.
@@ -479,18 +499,27 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 	}
 	r := actions.Request{Tool: t.Name, Arguments: args, SessionID: req.SessionID, Principal: p.Name, TraceID: req.TraceID}
 	var (
-		v   actions.TaskView
-		err error
+		v        actions.TaskView
+		replayed bool
+		err      error
 	)
 	if req.IdempotencyKey != "" {
-		v, err = s.submitOnce(ctx, p, r, argsHash(), req.IdempotencyKey)
+		v, replayed, err = s.submitOnce(ctx, p, r, argsHash(), req)
 	} else {
 		v, err = s.conf.Tasks.Submit(ctx, r)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	return s.follow(ctx, v, s.clampWait(req.Wait))
+	out := s.follow(ctx, v, s.clampWait(req.Wait))
+	if replayed && req.toolCallID != "" {
+		// A host that re-posts a message must be able to tell that
+		// nothing moved again, and a host that reuses ids must learn why
+		// its new call did not run.
+		out.text = fmt.Sprintf("The %s was already sent: this is its task, and nothing was sent to the robot again"+
+			" (a new request needs a new tool call id). ", req.keyOrigin()) + out.text
+	}
+	return out
 }
 
 // follow waits up to wait for the task and reports it: ok with the task
@@ -520,31 +549,34 @@ func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Durat
 }
 
 // submitOnce submits r at most once per (principal, key): Stripe
-// semantics. The same key with the same arguments returns the same task;
-// with other arguments, CONFLICT; concurrent duplicates wait for the first
-// request and share its task.
-func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request, hash, key string) (actions.TaskView, error) {
-	scoped := p.Name + "\x00" + key
+// semantics. The same key with the same arguments returns the same task
+// (replayed true); with other arguments, CONFLICT; concurrent duplicates
+// wait for the first request and share its task. The scoped key starts
+// with the principal's name and a NUL byte: the store relies on that to
+// tie a task to its key after a crash (store.linkIdempotency).
+func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request, hash string, req CallRequest) (actions.TaskView, bool, error) {
+	scoped := p.Name + "\x00" + req.IdempotencyKey
 	s.flightMu.Lock()
 	if f, ok := s.flights[scoped]; ok {
 		s.flightMu.Unlock()
 		if f.hash != hash {
-			return actions.TaskView{}, conflict(key, r.Tool)
+			return actions.TaskView{}, false, conflict(req, r.Tool, IdemRecord{Tool: f.tool})
 		}
 		select {
 		case <-f.done:
 			if f.err == nil {
-				return s.conf.Tasks.Get(f.view.ID)
+				v, err := s.conf.Tasks.Get(f.view.ID)
+				return v, true, err
 			}
-			return f.view, f.err
+			return f.view, true, f.err
 		case <-ctx.Done():
-			return actions.TaskView{}, &toolerr.Error{
+			return actions.TaskView{}, false, &toolerr.Error{
 				Type: toolerr.Unavailable, RetryAfter: time.Second, Err: ctx.Err(),
-				Message: "the first request with this idempotency key is still being processed",
+				Message: fmt.Sprintf("the first request with the %s is still being processed", req.keyOrigin()),
 			}
 		}
 	}
-	f := &flight{hash: hash, done: make(chan struct{})}
+	f := &flight{hash: hash, tool: r.Tool, done: make(chan struct{})}
 	s.flights[scoped] = f
 	s.flightMu.Unlock()
 	defer func() {
@@ -560,11 +592,11 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 			Type: toolerr.Unavailable, RetryAfter: time.Second, Err: err,
 			Message: "the idempotency store is not available, so the action was not submitted",
 		}
-		return actions.TaskView{}, f.err
+		return actions.TaskView{}, false, f.err
 	}
 	if !reserved {
-		f.view, f.err = s.replay(rec, hash, key, r.Tool)
-		return f.view, f.err
+		f.view, f.err = s.replay(rec, hash, req, r.Tool)
+		return f.view, true, f.err
 	}
 	f.view, f.err = s.conf.Tasks.Submit(ctx, r)
 	// Completing the record must not depend on the caller still waiting.
@@ -582,24 +614,61 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 	if err != nil {
 		s.log.Error("idempotency store write failed", "err", err, "tool", r.Tool)
 	}
-	return f.view, f.err
+	return f.view, false, f.err
 }
 
-func conflict(key, tool string) *toolerr.Error {
-	return toolerr.New(toolerr.Conflict,
-		"idempotency key %q was already used with different arguments (or another tool); it is bound to its first request", key).
-		With("idempotency_key", key).With("tool", tool)
+// conflict is the CONFLICT of a key reused with other arguments or
+// another tool; orig is what the key is bound to (TaskID "" when not
+// known yet). For a tool call it names the original call.
+func conflict(req CallRequest, tool string, orig IdemRecord) *toolerr.Error {
+	if req.toolCallID == "" {
+		te := toolerr.New(toolerr.Conflict,
+			"idempotency key %q was already used with different arguments (or another tool); it is bound to its first request", req.IdempotencyKey).
+			With("idempotency_key", req.IdempotencyKey).With("tool", tool)
+		if orig.Tool != "" {
+			te.With("original_tool", orig.Tool)
+		}
+		if orig.TaskID != "" {
+			te.With("original_task_id", orig.TaskID)
+		}
+		return te
+	}
+	first := "a " + orig.Tool + " call"
+	if orig.Tool == tool {
+		first = "a " + tool + " call with other arguments"
+	}
+	if orig.TaskID != "" {
+		first += " (task " + orig.TaskID + ")"
+	}
+	te := toolerr.New(toolerr.Conflict,
+		"the %s was already used by %s; an id is bound to its first call, so this %s call was not run", req.keyOrigin(), first, tool)
+	te.Suggestion = "give every new tool call a new id (and every conversation its own session_id); nothing was sent to the robot"
+	if orig.TaskID != "" {
+		te.Suggestion += fmt.Sprintf(`; to follow the original call, use get_task {"task_id": %q}`, orig.TaskID)
+	}
+	te.With("tool_call_id", req.toolCallID).With("session_id", req.SessionID).With("tool", tool).With("original_tool", orig.Tool)
+	if req.keyPrefix != "" {
+		te.With("idempotency_key", req.IdempotencyKey)
+	}
+	if orig.TaskID != "" {
+		te.With("original_task_id", orig.TaskID)
+	}
+	return te
 }
 
-func (s *Server) replay(rec IdemRecord, hash, key, tool string) (actions.TaskView, error) {
+func (s *Server) replay(rec IdemRecord, hash string, req CallRequest, tool string) (actions.TaskView, error) {
 	if rec.ArgsHash != hash {
-		return actions.TaskView{}, conflict(key, tool)
+		return actions.TaskView{}, conflict(req, tool, rec)
 	}
 	if rec.State == IdemPending {
 		te := toolerr.New(toolerr.Conflict,
-			"the first request with idempotency key %q never finished (the bridge may have restarted); it is not sent again", key)
+			"the first request with the %s never finished (the bridge may have restarted); it is not sent again", req.keyOrigin())
 		te.Suggestion = "check get_robot_state; if the action is still wanted, call it with a new idempotency key"
-		return actions.TaskView{}, te.With("idempotency_key", key)
+		if req.toolCallID != "" {
+			te.Suggestion = "check get_robot_state; if the action is still wanted, send it as a new tool call with a new id"
+			return actions.TaskView{}, te.With("tool_call_id", req.toolCallID).With("session_id", req.SessionID)
+		}
+		return actions.TaskView{}, te.With("idempotency_key", req.IdempotencyKey)
 	}
 	if rec.Error != nil {
 		return actions.TaskView{}, &toolerr.Error{

@@ -116,6 +116,8 @@ func TestToolCalls_BadMessages(t *testing.T) {
 		{"not json", `{"tool_calls": [`},
 		{"no calls", `{"role": "assistant", "content": "hi"}`},
 		{"wrong role", `{"role": "user", "tool_calls": [{"id": "a", "function": {"name": "stop"}}]}`},
+		{"session_id too long", `{"session_id": "` + strings.Repeat("s", maxIDLen+1) + `", "tool_calls": [{"id": "a", "function": {"name": "stop"}}]}`},
+		{"idempotency_key_prefix too long", `{"idempotency_key_prefix": "` + strings.Repeat("p", maxIDLen+1) + `", "tool_calls": [{"id": "a", "function": {"name": "stop"}}]}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
