@@ -3,7 +3,7 @@
 // action tools that move the robot), JSON Schema validation of every
 // argument, the result envelope with the closed error taxonomy of package
 // toolerr, asynchronous tasks with long polling, Stripe-style idempotency
-// keys, a per-session loop guard and rate limit, bearer-token auth with
+// keys (a tool call's id is one by default), a per-session loop guard and rate limit, bearer-token auth with
 // agent and operator roles, and the HTTP (and MCP) front ends that share one
 // call path, (*Server).Call.
 //
