@@ -11,14 +11,37 @@
 // Approving a request creates a single-use ("once") grant bound to the
 // tool, the canonical hash of the arguments, the robot and an expiry; the
 // first task that sends a motion on it owns it, and only that task may use
-// it afterwards (also past expiry, so a motion that started in time can
-// finish). An operator may also create a scoped grant — a tool plus bounds
-// (named arm poses, a floor region, objects) plus a TTL capped by
+// it afterwards. An operator may also create a scoped grant — a tool plus
+// bounds (named arm poses, a floor region, objects) plus a TTL capped by
 // safety.max_grant_ttl — which approves matching requests at once and
 // authorizes any call inside its bounds until it expires or is revoked.
 // The supervisor's authorization gate asks [Service.Authorize] (the service
-// implements safety.Grants) before every motion command; revocation takes
-// effect for the very next call.
+// implements safety.Grants) before every motion command and again every
+// control period while the motion runs (cheap for a task already bound).
+//
+// When authority ends (DESIGN.md §4, invariant 11):
+//
+//   - Revoking a grant — [Service.Revoke], [Service.RevokeWith] with the
+//     operator's reason, or DELETE /v1/grants/{id}, which is the same
+//     operation: deleting a grant is revoking it — ends it for every task,
+//     also one already moving on it. Authorize refuses the very next call
+//     with a [RefusalError] matching safety.ErrGrantRevoked that names the
+//     operator and their reason. The grant stays readable with
+//     [Service.Grant] (status revoked, with revoked_by and revoke_reason)
+//     and in the store's audit trail; GET /v1/grants, which lists active
+//     grants, no longer shows it.
+//   - A scoped grant is a time-limited permission: when its TTL runs out,
+//     the motions running on it are stopped too (Authorize refuses them,
+//     matching safety.ErrGrantExpired), not left to finish their step.
+//   - An approve-once grant authorizes one specific motion, so its TTL only
+//     bounds when that motion may start; once started, only a revoke or an
+//     e-stop ends it.
+//
+// Each of these also calls Conf.GrantEnded (a [GrantEnd], synchronously,
+// with no lock of the service held, at most once per grant), which the
+// bridge wires to the supervisor so the motion holding the grant stops at
+// once rather than at its next check. The TTL timer of an approve-once
+// grant whose task already started does not call it.
 //
 // Every change goes through the optional [Store] before it takes effect, so
 // the SQLite store can persist requests, decisions and grants, and is
@@ -31,7 +54,7 @@
 //	POST   /v1/approvals/{id}/deny       {"reason":"…"} → {"approval":…}
 //	GET    /v1/grants                    → {"grants":[Grant…]} (active ones)
 //	POST   /v1/grants                    {"scope":Scope,"ttl":"10m"} → 201 {"grant":Grant}
-//	DELETE /v1/grants/{id}               → {"grant":Grant}
+//	DELETE /v1/grants/{id}               {"reason"?} → {"grant":Grant} (revokes it)
 //
 // Errors are {"error":{"type":…,"message":…}} with the toolerr type names:
 // 400 INVALID_PARAMS, 404 NOT_FOUND, 409 CONFLICT (the request is no longer

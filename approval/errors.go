@@ -104,13 +104,19 @@ const (
 
 // RefusalError is Authorize's refusal. It wraps safety.ErrNotAuthorized,
 // and its message says why in words fit for a log line and the agent's
-// envelope.
+// envelope. A refusal because the grant itself has ended also matches the
+// sentinel the supervisor branches on: CauseRevoked (a revoked or deleted
+// grant) is safety.ErrGrantRevoked, CauseExpired safety.ErrGrantExpired.
 type RefusalError struct {
 	GrantID string
 	Cause   RefusalCause
 	// Bound names the bound a call fell outside of ("pose", "joints",
 	// "region", "location", "object"), for CauseOutsideBounds.
-	Bound  string
+	Bound string
+	// By and Reason say who revoked the grant and why (Reason only when the
+	// operator gave one), for CauseRevoked.
+	By     string
+	Reason string
 	Detail string
 }
 
@@ -123,3 +129,16 @@ func (e *RefusalError) Error() string {
 
 // Unwrap returns safety.ErrNotAuthorized.
 func (e *RefusalError) Unwrap() error { return safety.ErrNotAuthorized }
+
+// Is reports whether the refusal is for the grant having ended the way
+// target says: safety.ErrGrantRevoked for CauseRevoked, safety.ErrGrantExpired
+// for CauseExpired. (Unwrap covers safety.ErrNotAuthorized.)
+func (e *RefusalError) Is(target error) bool {
+	switch target {
+	case safety.ErrGrantRevoked:
+		return e.Cause == CauseRevoked
+	case safety.ErrGrantExpired:
+		return e.Cause == CauseExpired
+	}
+	return false
+}

@@ -55,6 +55,18 @@ func FuzzDecodeDenyBody(f *testing.F) {
 	})
 }
 
+func FuzzDecodeRevokeBody(f *testing.F) {
+	f.Add([]byte(`{"reason":"a person is at the table"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		reason, err := decodeRevokeBody(b)
+		if err != nil {
+			requireInvalid(t, err)
+			return
+		}
+		require.NoError(t, checkReason("reason", reason, false))
+	})
+}
+
 func FuzzDecodeGrantBody(f *testing.F) {
 	f.Add([]byte(`{"scope":{"tool":"move_base_to","rect":{"min_x":0,"min_y":0,"max_x":2,"max_y":2}},"ttl":"5m"}`))
 	cfg := loadConfig(f)

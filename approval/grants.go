@@ -8,7 +8,8 @@ import (
 )
 
 // grant is a grant's state. snap's fields other than Status and TaskID
-// change only on revocation; the rest is the binding to tasks.
+// change only on revocation; the rest is the binding to tasks. Every
+// mutable field is guarded by Service.mu once the grant is in the map.
 type grant struct {
 	snap Grant
 	// b is a scoped grant's compiled bounds (immutable).
@@ -17,9 +18,15 @@ type grant struct {
 	// set once that task has passed the gate on it.
 	boundTask string
 	started   bool
-	// tasks are the tasks that started on a scoped grant while it was
-	// valid; they may finish their motion after it expires.
-	tasks map[string]struct{}
+	// tasks maps each task that passed the gate on a scoped grant to the
+	// args hash of the call it passed with, so the supervisor's check of
+	// the same call every control period is a map read (bounds are not
+	// checked again). Binding does not outlive the grant: an expired
+	// scoped grant refuses its tasks too.
+	tasks map[string]string
+	// ended is set once the grant authorizes nothing any more (revoked, or
+	// its TTL timer found it dead) and Conf.GrantEnded has been told.
+	ended bool
 }
 
 func (g *grant) snapshot(now time.Time) Grant {
@@ -121,7 +128,7 @@ func (s *Service) newScoped(sc Scope, ttl time.Duration, by, scopeField, ttlFiel
 			Description: b.desc,
 		},
 		b:     b,
-		tasks: map[string]struct{}{},
+		tasks: map[string]string{},
 	}, nil
 }
 
@@ -153,12 +160,24 @@ func (s *Service) insertGrant(g *grant) {
 	s.grantTimers[id] = s.clock.AfterFunc(g.snap.ExpiresAt.Sub(now), func() { s.onGrantTimer(id) })
 }
 
-// onGrantTimer announces that a grant expired.
+// onGrantTimer announces that a grant expired and, when that ends it,
+// tells Conf.GrantEnded (after every lock is released).
 func (s *Service) onGrantTimer(id string) {
+	if end := s.expireGrant(id); end != nil {
+		s.notifyEnded(*end)
+	}
+}
+
+// expireGrant handles a grant's TTL timer. It returns the end to announce
+// when the expiry leaves the grant usable by nobody: always for a scoped
+// grant (its time limit ends the motions running on it), and for an
+// approve-once grant whose task has not started (once started, that one
+// motion may finish).
+func (s *Service) expireGrant(id string) *GrantEnd {
 	s.decideMu.Lock()
 	defer s.decideMu.Unlock()
 	if s.closed || s.grantTimers[id] == nil {
-		return
+		return nil
 	}
 	now := s.clock.Now()
 	s.mu.RLock()
@@ -170,29 +189,81 @@ func (s *Service) onGrantTimer(id string) {
 	s.mu.RUnlock()
 	if g == nil || snap.Status == GrantRevoked {
 		delete(s.grantTimers, id)
-		return
+		return nil
 	}
 	if d := snap.ExpiresAt.Sub(now); d > 0 {
 		s.grantTimers[id] = s.clock.AfterFunc(d, func() { s.onGrantTimer(id) })
-		return
+		return nil
 	}
 	delete(s.grantTimers, id)
+	var end *GrantEnd
+	s.mu.Lock()
+	if !g.ended && (g.b != nil || !g.started) {
+		g.ended = true
+		end = &GrantEnd{
+			GrantID: id, By: SystemActor, Expired: true,
+			Reason: "its time limit ran out at " + snap.ExpiresAt.UTC().Format(time.RFC3339),
+		}
+	}
+	s.mu.Unlock()
 	s.publish(Event{Type: EventGrantExpired, Time: now, Grant: &snap})
-	s.log.Info("grant expired", "grant_id", id, "tool", snap.Tool)
+	s.log.Info("grant expired", "grant_id", id, "tool", snap.Tool, "ends_motion", end != nil)
+	return end
 }
 
-// Revoke revokes a grant. From the moment Revoke returns, Authorize refuses
-// every use of it, also by a task that is already moving on it (the
-// supervisor then stops that motion). Revoking a grant twice gives a
-// *NotPendingError.
+// notifyEnded calls Conf.GrantEnded. Callers hold no lock of the service.
+func (s *Service) notifyEnded(end GrantEnd) {
+	if s.grantEnded != nil {
+		s.grantEnded(end)
+	}
+}
+
+// RevokeOptions are the optional parts of a revocation.
+type RevokeOptions struct {
+	// Reason is the operator's reason (optional). It is recorded on the
+	// grant, passed to Conf.GrantEnded and named in the refusal the agent
+	// whose motion stopped gets back.
+	Reason string
+}
+
+// Revoke revokes a grant with no reason; see RevokeWith.
 func (s *Service) Revoke(ctx context.Context, grantID, by string) (Grant, error) {
+	return s.RevokeWith(ctx, grantID, by, RevokeOptions{})
+}
+
+// RevokeWith revokes a grant: it is what the operator API's
+// DELETE /v1/grants/{id} does, so deleting a grant and revoking it are one
+// and the same. From the moment it returns, Authorize refuses every use of
+// the grant with a *RefusalError matching safety.ErrGrantRevoked that says
+// who revoked it and why, also for a task that is already moving on it;
+// and before it returns, Conf.GrantEnded has been told, so the supervisor
+// stops that motion at once. The grant stays readable with Grant (status
+// revoked) and in the Store's audit trail; Grants no longer lists it.
+// Revoking a grant twice gives a *NotPendingError.
+func (s *Service) RevokeWith(ctx context.Context, grantID, by string, opts RevokeOptions) (Grant, error) {
 	if err := checkName("by", by); err != nil {
 		return Grant{}, err
 	}
+	if err := checkReason("reason", opts.Reason, false); err != nil {
+		return Grant{}, err
+	}
+	snap, end, err := s.revoke(ctx, grantID, by, opts.Reason)
+	if err != nil {
+		return Grant{}, err
+	}
+	if end != nil {
+		s.notifyEnded(*end)
+	}
+	return snap, nil
+}
+
+// revoke records and applies a revocation under decideMu. It returns the
+// end to announce, or nil when the grant had already ended by expiry.
+func (s *Service) revoke(ctx context.Context, grantID, by, reason string) (Grant, *GrantEnd, error) {
 	s.decideMu.Lock()
 	defer s.decideMu.Unlock()
 	if s.closed {
-		return Grant{}, ErrClosed
+		return Grant{}, nil, ErrClosed
 	}
 	now := s.clock.Now()
 	s.mu.RLock()
@@ -203,28 +274,33 @@ func (s *Service) Revoke(ctx context.Context, grantID, by string) (Grant, error)
 	}
 	s.mu.RUnlock()
 	if g == nil {
-		return Grant{}, &NotFoundError{Kind: "grant", ID: grantID}
+		return Grant{}, nil, &NotFoundError{Kind: "grant", ID: grantID}
 	}
 	if snap.RevokedAt != nil {
-		return Grant{}, &NotPendingError{Kind: "grant", ID: grantID, Status: string(GrantRevoked), By: snap.RevokedBy, At: *snap.RevokedAt}
+		return Grant{}, nil, &NotPendingError{Kind: "grant", ID: grantID, Status: string(GrantRevoked), By: snap.RevokedBy, At: *snap.RevokedAt}
 	}
 	if err := ctx.Err(); err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
-	snap.RevokedAt, snap.RevokedBy, snap.Status = &now, by, GrantRevoked
+	snap.RevokedAt, snap.RevokedBy, snap.RevokeReason, snap.Status = &now, by, reason, GrantRevoked
 	if err := s.store.SaveGrant(ctx, snap); err != nil {
-		return Grant{}, fmt.Errorf("approval: record the revocation: %w", err)
+		return Grant{}, nil, fmt.Errorf("approval: record the revocation: %w", err)
 	}
+	var end *GrantEnd
 	s.mu.Lock()
-	g.snap.RevokedAt, g.snap.RevokedBy = &now, by
+	g.snap.RevokedAt, g.snap.RevokedBy, g.snap.RevokeReason = &now, by, reason
+	if !g.ended {
+		g.ended = true
+		end = &GrantEnd{GrantID: grantID, By: by, Reason: reason}
+	}
 	s.mu.Unlock()
 	if t := s.grantTimers[grantID]; t != nil {
 		t.Stop()
 		delete(s.grantTimers, grantID)
 	}
 	s.publish(Event{Type: EventGrantRevoked, Time: now, Grant: &snap})
-	s.log.Info("grant revoked", "grant_id", grantID, "tool", snap.Tool, "by", by)
-	return snap, nil
+	s.log.Info("grant revoked", "grant_id", grantID, "tool", snap.Tool, "by", by, "reason", reason)
+	return snap, end, nil
 }
 
 // Grants returns the active grants (neither expired nor revoked), oldest

@@ -108,14 +108,14 @@ func TestScopedGrant_ExpiresAfterTTL(t *testing.T) {
 	// When the TTL passes
 	f.clock.Advance(5 * time.Minute)
 
-	// Then a new task is refused as expired, the one that started in time
-	// may finish (inside the bounds only), and the expiry is announced
+	// Then a new task is refused as expired, so is the one that started in
+	// time (a scoped grant's time limit ends its motions), and the expiry
+	// is announced
 	err = f.svc.Authorize(f.use(g.ID, "task-2", ToolMoveBase, moveBase(1, 1)))
 	var re *RefusalError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, CauseExpired, re.Cause)
-	require.NoError(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(1, 1))))
-	require.ErrorIs(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(3, 1))), safety.ErrNotAuthorized)
+	require.ErrorIs(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveBase, moveBase(1, 1))), safety.ErrGrantExpired)
 	ev := <-events // the expiry timer runs on its own goroutine; wait for it
 	require.Equal(t, EventGrantExpired, ev.Type)
 	require.Equal(t, GrantExpired, ev.Grant.Status)
@@ -220,4 +220,162 @@ func TestCreateGrant_NormalisesScope(t *testing.T) {
 	g, err = f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolMoveArm, Poses: []string{"stowed", "ready", "stowed"}}, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []string{"ready", "stowed"}, g.Scope.Poses)
+}
+
+// TestRevoke_CallsGrantEndedWithOperatorAndReason is the regression test
+// for a revoked grant whose running motion went on: nothing told the
+// supervisor, which only learnt of it at its next Authorize (if any), and
+// the operator's reason was lost.
+func TestRevoke_CallsGrantEndedWithOperatorAndReason(t *testing.T) {
+	// Given a task moving on a scoped grant, and a store
+	st := &recStore{}
+	var timers *syncTimers
+	f, ends := newEndFixture(t, func(c *Conf) { c.Store = st }, withSyncTimers(&timers))
+	g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, 10*time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolMoveArm, map[string]any{"pose": "ready"})))
+
+	// When bob revokes it, saying why
+	rg, err := f.svc.RevokeWith(context.Background(), g.ID, "bob", RevokeOptions{Reason: "a person is at the table"})
+	require.NoError(t, err)
+
+	// Then before Revoke returned the hook was told who and why, with no
+	// lock held, and the reason is recorded on the grant and in the store
+	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: "bob", Reason: "a person is at the table"}}, ends.all(t))
+	require.Equal(t, "a person is at the table", rg.RevokeReason)
+	stored := st.grants[len(st.grants)-1]
+	require.Equal(t, GrantRevoked, stored.Status)
+	require.Equal(t, "a person is at the table", stored.RevokeReason)
+
+	// And the grant's TTL passing later announces nothing more
+	f.clock.Advance(10 * time.Minute)
+	require.Zero(t, timers.fireDue(), "a revoked grant's timer is stopped")
+	require.Len(t, ends.all(t), 1)
+}
+
+func TestRevoke_ReasonIsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name, by, reason, field string
+	}{
+		{"reason too long", "bob", string(make([]byte, MaxReasonLen+1)), "reason"},
+		{"invalid utf-8", "bob", "\xff", "reason"},
+		{"no operator", "", "why", "by"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given an active grant
+			f, ends := newEndFixture(t)
+			g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolRelease}, time.Minute)
+			require.NoError(t, err)
+
+			// When it is revoked with a bad reason or no operator
+			_, err = f.svc.RevokeWith(context.Background(), g.ID, tc.by, RevokeOptions{Reason: tc.reason})
+
+			// Then nothing changes
+			var ie *InvalidError
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, tc.field, ie.Field)
+			require.Len(t, f.svc.Grants(), 1)
+			require.Empty(t, ends.all(t))
+		})
+	}
+}
+
+// TestGrantEnded_ScopedGrantTTLFiringEndsItsMotions is the regression test
+// for a scoped grant's expiry not reaching the supervisor: its timer only
+// announced an event, and the motion running on it went on.
+func TestGrantEnded_ScopedGrantTTLFiringEndsItsMotions(t *testing.T) {
+	// Given a task moving on a 5-minute scoped grant
+	var timers *syncTimers
+	f, ends := newEndFixture(t, withSyncTimers(&timers))
+	g, err := f.svc.CreateGrant(context.Background(), "alice", Scope{Tool: ToolRelease}, 5*time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, f.svc.Authorize(f.use(g.ID, "task-1", ToolRelease, nil)))
+
+	// When its TTL timer fires
+	f.clock.Advance(5 * time.Minute)
+	require.Equal(t, 1, timers.fireDue())
+
+	// Then the hook is told it expired, once, with no lock held
+	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: SystemActor, Expired: true,
+		Reason: "its time limit ran out at 2026-03-01T12:05:00Z"}}, ends.all(t))
+
+	// And revoking the dead grant afterwards announces no second end
+	_, err = f.svc.Revoke(context.Background(), g.ID, "bob")
+	require.NoError(t, err)
+	require.Len(t, ends.all(t), 1)
+}
+
+// TestGrantEnded_OnceGrantTTL is the regression test for the approve-once
+// side of the expiry decision: the TTL of an approve-once grant bounds when
+// its one motion may start, so its timer ends the grant only if the motion
+// has not started; a started one is ended by a revoke, not by the clock.
+func TestGrantEnded_OnceGrantTTL(t *testing.T) {
+	args := moveBase(1, 2)
+	for _, tc := range []struct {
+		name      string
+		started   bool
+		wantEnded bool
+	}{
+		{"task never started: the expiry ends it", false, true},
+		{"task started: its motion may finish", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given an approve-once grant, whose task maybe started
+			var timers *syncTimers
+			f, ends := newEndFixture(t, withSyncTimers(&timers))
+			id, ch := f.request(t, "task-1", ToolMoveBase, args)
+			_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+			require.NoError(t, err)
+			g := decision(t, ch).GrantID
+			if tc.started {
+				require.NoError(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)))
+			}
+
+			// When its TTL timer fires (the approval TTL, 1m)
+			f.clock.Advance(time.Minute)
+			require.Equal(t, 1, timers.fireDue())
+
+			// Then it ended only if nothing had started on it
+			err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
+			if tc.wantEnded {
+				require.Equal(t, []GrantEnd{{GrantID: g, By: SystemActor, Expired: true,
+					Reason: "its time limit ran out at 2026-03-01T12:01:00Z"}}, ends.all(t))
+				require.ErrorIs(t, err, safety.ErrGrantExpired)
+				return
+			}
+			require.Empty(t, ends.all(t))
+			require.NoError(t, err, "the started motion may finish")
+
+			// And a revoke still ends it, at once
+			_, err = f.svc.RevokeWith(context.Background(), g, "bob", RevokeOptions{Reason: "stop that"})
+			require.NoError(t, err)
+			require.Equal(t, []GrantEnd{{GrantID: g, By: "bob", Reason: "stop that"}}, ends.all(t))
+			require.ErrorIs(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)), safety.ErrGrantRevoked)
+		})
+	}
+}
+
+// TestGrantEnded_OnceGrantEndedByItsTimerCannotStartLate is the
+// regression test for a start racing the expiry timer: once the timer has
+// announced the unstarted grant ended, a command stamped a moment before
+// the expiry (the supervisor's clock lags) must not start on it.
+func TestGrantEnded_OnceGrantEndedByItsTimerCannotStartLate(t *testing.T) {
+	// Given an approve-once grant whose TTL timer fired with no task started
+	args := moveBase(1, 2)
+	var timers *syncTimers
+	f, ends := newEndFixture(t, withSyncTimers(&timers))
+	id, ch := f.request(t, "task-1", ToolMoveBase, args)
+	_, err := f.svc.Approve(context.Background(), id, "alice", ApproveOptions{})
+	require.NoError(t, err)
+	g := decision(t, ch).GrantID
+	late := f.use(g, "task-1", ToolMoveBase, args) // stamped at the approval
+	f.clock.Advance(time.Minute)
+	require.Equal(t, 1, timers.fireDue())
+	require.Len(t, ends.all(t), 1)
+
+	// When the task's first command arrives stamped before the expiry
+	err = f.svc.Authorize(late)
+
+	// Then it is refused: what was announced ended stays ended
+	require.ErrorIs(t, err, safety.ErrGrantExpired)
 }

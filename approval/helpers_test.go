@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -154,3 +155,113 @@ func (s *recStore) statuses() []Status {
 
 // ToolRelease is a tool that needs approval and takes no bounds.
 const ToolRelease = "release"
+
+// syncTimers is a clockwork.Clock whose AfterFunc callbacks run only when
+// the test calls fireDue, in the test's goroutine, so a test can assert
+// what a timer did — and did not do — without waiting on a goroutine.
+// Everything else is the embedded fake clock.
+type syncTimers struct {
+	*clockwork.FakeClock
+	mu     sync.Mutex
+	timers []syncTimer // guarded by mu
+}
+
+type syncTimer struct {
+	t clockwork.Timer
+	f func()
+}
+
+func (c *syncTimers) AfterFunc(d time.Duration, f func()) clockwork.Timer {
+	t := c.NewTimer(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timers = append(c.timers, syncTimer{t, f})
+	return t
+}
+
+// fireDue runs the callback of every timer that has fired and was not
+// stopped, once, and reports how many ran.
+func (c *syncTimers) fireDue() int {
+	c.mu.Lock()
+	var due []func()
+	kept := c.timers[:0]
+	for _, st := range c.timers {
+		select {
+		case <-st.t.Chan():
+			due = append(due, st.f)
+		default:
+			kept = append(kept, st)
+		}
+	}
+	c.timers = kept
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+	return len(due)
+}
+
+// withSyncTimers makes the fixture's timers fire only on fireDue.
+func withSyncTimers(st **syncTimers) func(*Conf) {
+	return func(c *Conf) {
+		*st = &syncTimers{FakeClock: c.Clock.(*clockwork.FakeClock)}
+		c.Clock = *st
+	}
+}
+
+// endLog is a hand-written Conf.GrantEnded: it records every call, and
+// whether the service held one of its locks while calling out (TryLock
+// fails when anyone holds them; nothing else runs in these tests while the
+// hook is called). Set svc once the service exists.
+type endLog struct {
+	mu     sync.Mutex
+	svc    *Service   // guarded by mu
+	ends   []GrantEnd // guarded by mu
+	locked int        // calls made with a service lock held; guarded by mu
+}
+
+func (l *endLog) record(e GrantEnd) {
+	l.mu.Lock()
+	s := l.svc
+	l.mu.Unlock()
+	held := false
+	if s != nil {
+		if s.decideMu.TryLock() {
+			s.decideMu.Unlock()
+		} else {
+			held = true
+		}
+		if s.mu.TryLock() {
+			s.mu.Unlock()
+		} else {
+			held = true
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ends = append(l.ends, e)
+	if held {
+		l.locked++
+	}
+}
+
+// all returns the recorded ends and fails the test if any was announced
+// with a lock held.
+func (l *endLog) all(t testing.TB) []GrantEnd {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Zero(t, l.locked, "GrantEnded was called with a service lock held")
+	return slices.Clone(l.ends)
+}
+
+// newEndFixture is a fixture whose Conf.GrantEnded is an endLog.
+func newEndFixture(t testing.TB, mods ...func(*Conf)) (*fixture, *endLog) {
+	t.Helper()
+	l := &endLog{}
+	f := newFixture(t, append([]func(*Conf){func(c *Conf) { c.GrantEnded = l.record }}, mods...)...)
+	l.mu.Lock()
+	l.svc = f.svc
+	l.mu.Unlock()
+	return f, l
+}

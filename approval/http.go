@@ -185,12 +185,14 @@ func (h *httpHandler) createGrant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"grant": g})
 }
 
+// revoke is DELETE /v1/grants/{id}: deleting a grant revokes it (see
+// Service.RevokeWith), with an optional {"reason": "…"} body.
 func (h *httpHandler) revoke(w http.ResponseWriter, r *http.Request) {
-	by, ok := h.who(w, r)
+	reason, by, ok := decisionInput(h, w, r, decodeRevokeBody)
 	if !ok {
 		return
 	}
-	g, err := h.svc.Revoke(r.Context(), r.PathValue("id"), by)
+	g, err := h.svc.RevokeWith(r.Context(), r.PathValue("id"), by, RevokeOptions{Reason: reason})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -297,7 +299,7 @@ type grantBody struct {
 	TTL   string `json:"ttl"`
 }
 
-type denyBody struct {
+type reasonBody struct {
 	Reason *string `json:"reason"`
 }
 
@@ -325,7 +327,7 @@ func decodeApproveBody(b []byte) (ApproveOptions, error) {
 // decodeDenyBody decodes POST /v1/approvals/{id}/deny; the reason is
 // required and returned verbatim.
 func decodeDenyBody(b []byte) (string, error) {
-	var body denyBody
+	var body reasonBody
 	if len(bytes.TrimSpace(b)) == 0 {
 		return "", invalid("reason", "required: send {\"reason\": \"…\"} saying why, in words the agent can pass on to the user")
 	}
@@ -334,6 +336,25 @@ func decodeDenyBody(b []byte) (string, error) {
 	}
 	if body.Reason == nil || strings.TrimSpace(*body.Reason) == "" {
 		return "", invalid("reason", "required: say why, in words the agent can pass on to the user")
+	}
+	return *body.Reason, nil
+}
+
+// decodeRevokeBody decodes DELETE /v1/grants/{id}: no body, or
+// {"reason": "…"} (the reason is optional and returned verbatim).
+func decodeRevokeBody(b []byte) (string, error) {
+	var body reasonBody
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "", nil
+	}
+	if err := decodeStrict(b, &body, "reason"); err != nil {
+		return "", err
+	}
+	if body.Reason == nil {
+		return "", nil
+	}
+	if err := checkReason("reason", *body.Reason, false); err != nil {
+		return "", err
 	}
 	return *body.Reason, nil
 }

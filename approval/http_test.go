@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/safety"
 )
 
 type httpFixture struct {
@@ -20,7 +22,11 @@ type httpFixture struct {
 
 func newHTTPFixture(t *testing.T, mods ...func(*HTTPConf)) *httpFixture {
 	t.Helper()
-	f := newFixture(t)
+	return newHTTPFixtureOn(newFixture(t), mods...)
+}
+
+// newHTTPFixtureOn serves the operator API of an existing fixture.
+func newHTTPFixtureOn(f *fixture, mods ...func(*HTTPConf)) *httpFixture {
 	conf := HTTPConf{
 		Principal: func(r *http.Request) string { return r.Header.Get("X-Test-Operator") },
 		Logger:    slog.New(slog.DiscardHandler),
@@ -383,4 +389,67 @@ func TestHTTP_DecisionWithoutOperatorIdentityIsRefused(t *testing.T) {
 	require.Contains(t, r.errMsg(), "no operator identity")
 	a, _ := f.svc.Get(id)
 	require.Equal(t, StatusPending, a.Status)
+}
+
+// TestHTTP_DeleteGrantRevokesWithReasonAndEndsIt is the regression test
+// for DELETE /v1/grants/{id} taking no reason and not reaching the
+// supervisor: deleting a grant is revoking it, through the same path.
+func TestHTTP_DeleteGrantRevokesWithReasonAndEndsIt(t *testing.T) {
+	// Given a task moving on a scoped grant
+	fx, ends := newEndFixture(t)
+	f := newHTTPFixtureOn(fx)
+	g, err := f.svc.CreateGrant(t.Context(), "alice", Scope{Tool: ToolRelease}, time.Minute)
+	require.NoError(t, err)
+	u := f.use(g.ID, "task-1", ToolRelease, nil)
+	require.NoError(t, f.svc.Authorize(u))
+
+	// When bob deletes it, saying why
+	r := f.do(t, "DELETE", "/v1/grants/"+g.ID, `{"reason":"the gripper is slipping"}`, "X-Test-Operator", "bob")
+
+	// Then it is revoked with the reason, the supervisor's hook was told,
+	// the task's next command is refused naming bob and the reason, and
+	// the grant stays readable for the audit but is no longer listed
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Equal(t, "revoked", r.obj("grant")["status"])
+	require.Equal(t, "the gripper is slipping", r.obj("grant")["revoke_reason"])
+	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: "bob", Reason: "the gripper is slipping"}}, ends.all(t))
+	err = f.svc.Authorize(u)
+	require.ErrorIs(t, err, safety.ErrGrantRevoked)
+	require.ErrorContains(t, err, "the operator bob revoked the grant")
+	require.ErrorContains(t, err, "their reason: the gripper is slipping")
+	require.Equal(t, []any{}, f.do(t, "GET", "/v1/grants", "").body["grants"])
+	kept, err := f.svc.Grant(g.ID)
+	require.NoError(t, err)
+	require.Equal(t, GrantRevoked, kept.Status)
+}
+
+func TestHTTP_DeleteGrantBadBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		hdr        []string
+		code       int
+		msg        string
+	}{
+		{"reason not a string", `{"reason":5}`, nil, http.StatusBadRequest, "reason: expected a string"},
+		{"unknown field", `{"why":"x"}`, nil, http.StatusBadRequest, `unknown field "why"`},
+		{"reason too long", `{"reason":"` + strings.Repeat("x", MaxReasonLen+1) + `"}`, nil, http.StatusBadRequest, "reason: at most"},
+		{"not JSON", `{"reason":"x"}`, []string{"Content-Type", "text/plain"}, http.StatusUnsupportedMediaType, "application/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given an active grant
+			fx, ends := newEndFixture(t)
+			f := newHTTPFixtureOn(fx)
+			g, err := f.svc.CreateGrant(t.Context(), "alice", Scope{Tool: ToolRelease}, time.Minute)
+			require.NoError(t, err)
+
+			// When it is deleted with a bad body
+			r := f.do(t, "DELETE", "/v1/grants/"+g.ID, tc.body, tc.hdr...)
+
+			// Then nothing changes
+			require.Equal(t, tc.code, r.code, r.body)
+			require.Contains(t, r.errMsg(), tc.msg)
+			require.Len(t, f.svc.Grants(), 1)
+			require.Empty(t, ends.all(t))
+		})
+	}
 }

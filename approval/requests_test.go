@@ -301,7 +301,8 @@ func TestApprove_OnceGrantRevokedStopsEvenTheBoundTask(t *testing.T) {
 	// Then the very next command is refused, saying by whom
 	err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
 	require.ErrorIs(t, err, safety.ErrNotAuthorized)
-	require.ErrorContains(t, err, "revoked by bob")
+	require.ErrorIs(t, err, safety.ErrGrantRevoked)
+	require.ErrorContains(t, err, "the operator bob revoked the grant")
 }
 
 func TestDeny_ReasonReachesDecisionVerbatim(t *testing.T) {

@@ -95,6 +95,16 @@ type Conf struct {
 	// History (optional) is how many decided requests and dead grants are
 	// kept in memory (the Store keeps all of them). It defaults to 1000.
 	History int
+	// GrantEnded (optional) is told, synchronously and with no lock of the
+	// service held, the moment a grant stops being usable: an operator
+	// revoked (or deleted) it, or its TTL timer fired and it authorizes
+	// nothing any more. The bridge wires it to the supervisor, which stops
+	// the motion running on that grant at once instead of at its next
+	// Authorize. It is called at most once per grant, never for an
+	// approve-once grant whose task already started when its TTL passes
+	// (that task may finish; see Authorize), and it may call back into the
+	// Service. It defaults to nothing.
+	GrantEnded func(GrantEnd)
 }
 
 // Service is the operator approval service. It implements actions.Approver
@@ -126,6 +136,7 @@ type Service struct {
 	maxPending  int
 	history     int
 	events      *hub
+	grantEnded  func(GrantEnd)
 
 	decideMu    sync.Mutex
 	waiters     map[string]*waiter         // guarded by decideMu
@@ -166,6 +177,7 @@ func New(conf Conf) (*Service, error) {
 		simLabels:   map[string]string{},
 		maxPending:  conf.MaxPending,
 		history:     conf.History,
+		grantEnded:  conf.GrantEnded,
 		waiters:     map[string]*waiter{},
 		grantTimers: map[string]clockwork.Timer{},
 		approvals:   map[string]*Approval{},

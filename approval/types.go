@@ -125,6 +125,9 @@ type Grant struct {
 	ExpiresAt time.Time   `json:"expires_at"`
 	RevokedAt *time.Time  `json:"revoked_at,omitempty"`
 	RevokedBy string      `json:"revoked_by,omitempty"`
+	// RevokeReason is the operator's reason for revoking (or deleting) the
+	// grant, if they gave one; it reaches the agent whose motion stopped.
+	RevokeReason string `json:"revoke_reason,omitempty"`
 	// Description says in words what the grant allows, for the console.
 	Description string `json:"description"`
 }
@@ -158,6 +161,17 @@ type Rect struct {
 	MinY float64 `json:"min_y"`
 	MaxX float64 `json:"max_x"`
 	MaxY float64 `json:"max_y"`
+}
+
+// GrantEnd says that a grant stopped being usable, and why: what
+// Conf.GrantEnded is told. By is the operator who revoked (or deleted) it
+// and Reason their reason, if any; for an expiry By is SystemActor, Expired
+// is set and Reason says when the time ran out.
+type GrantEnd struct {
+	GrantID string
+	By      string
+	Reason  string
+	Expired bool
 }
 
 // EventType names what happened.
