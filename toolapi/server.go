@@ -677,5 +677,15 @@ func (s *Server) replay(rec IdemRecord, hash string, req CallRequest, tool strin
 			RetryAfter: time.Duration(rec.Error.RetryAfterMS) * time.Millisecond,
 		}
 	}
+	if rec.TaskID == "" {
+		// The first request ended at once without a task: a call the
+		// runner carried out as a stop (return_to_safe_pose on a robot
+		// without an arm). There is no task to report; it is not sent
+		// again either.
+		return actions.TaskView{
+			Tool: rec.Tool, Status: fsm.Succeeded, Progress: actions.Progress{Fraction: 1, Text: "done"},
+			Text: "the first call completed at once, without a task", CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt,
+		}, nil
+	}
 	return s.conf.Tasks.Get(rec.TaskID)
 }

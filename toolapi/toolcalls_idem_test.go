@@ -404,3 +404,23 @@ func TestToolCallKey_DistinctScopesDistinctKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestToolCalls_RepostOfACallDoneWithoutATaskIsNotNotFound(t *testing.T) {
+	// Given a robot without an arm, where return_to_safe_pose is carried
+	// out at once as a stop and leaves no task
+	h := newHarness(t)
+	h.tasks.SubmitFn = func(_ context.Context, r actions.Request) (actions.TaskView, error) {
+		return actions.TaskView{Tool: r.Tool, Status: fsm.Succeeded, Text: "Stopped; nothing was running."}, nil
+	}
+	msg := message("conv-1", toolCall("call_1", "return_to_safe_pose", `{}`))
+	first := h.toolCallsAs(testTokens.Agent, msg)[0]
+	require.True(t, first.OK, "%+v", first.Error)
+	// When the host re-posts the message
+	again := h.toolCallsAs(testTokens.Agent, msg)[0]
+	// Then it is answered as done, not as an unknown task "", and nothing
+	// was submitted again
+	require.True(t, again.OK, "%+v", again.Error)
+	require.Equal(t, fsm.Succeeded, again.Task.Status)
+	require.Contains(t, again.Text, "nothing was sent to the robot again")
+	require.EqualValues(t, 1, h.tasks.submits.Load())
+}
