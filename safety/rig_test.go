@@ -16,6 +16,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -90,6 +91,34 @@ func (a *authLog) authorized(task string) bool {
 	return a.ok[task] > 0
 }
 
+// hookRecorder is the runner's Recorder: it records nothing, but lets a
+// test run a function at the moment a given transition is being recorded
+// (before it takes effect; for the start, under the gate's lock).
+type hookRecorder struct {
+	mu sync.Mutex
+	on map[fsm.Event]func(actions.TransitionRecord)
+}
+
+func (h *hookRecorder) RecordTransition(_ context.Context, tr actions.TransitionRecord) error {
+	h.mu.Lock()
+	f := h.on[tr.Event]
+	h.mu.Unlock()
+	if f != nil {
+		f(tr)
+	}
+	return nil
+}
+
+// when runs f each time a transition by ev is being recorded.
+func (h *hookRecorder) when(ev fsm.Event, f func(actions.TransitionRecord)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.on == nil {
+		h.on = map[fsm.Event]func(actions.TransitionRecord){}
+	}
+	h.on[ev] = f
+}
+
 // truthObjects resolves object ids from the simulator's ground truth (a
 // perfect perception).
 type truthObjects struct{ sim *sim.Sim }
@@ -117,6 +146,10 @@ type rig struct {
 	appr  *approval.Service
 	auth  *authLog
 	run   *actions.Runner
+	rec   *hookRecorder
+	// noGrantPush cuts the approval service's GrantEnded push, leaving
+	// the motion's own re-check of its grant.
+	noGrantPush atomic.Bool
 	stopR func()
 	steps int64
 
@@ -144,7 +177,14 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	fc := clockwork.NewFakeClockAt(sim.Epoch)
 	log := slog.New(slog.DiscardHandler)
 	r := &rig{t: t, fc: fc, cfg: cfg, sim: s, drv: &failingDriver{Driver: inproc.New(s, inproc.Conf{Clock: fc, Logger: log})}}
-	appr, err := approval.New(approval.Conf{Config: cfg, Clock: fc, Logger: log})
+	// A grant that ends reaches the supervisor at once, as the bridge
+	// wires it (the supervisor is built below; the hook reads it then).
+	appr, err := approval.New(approval.Conf{Config: cfg, Clock: fc, Logger: log, GrantEnded: func(g approval.GrantEnd) {
+		if r.noGrantPush.Load() {
+			return
+		}
+		r.sup.GrantEnded(context.Background(), g.GrantID, g.By, g.Reason, g.Expired)
+	}})
 	require.NoError(t, err)
 	r.appr = appr
 	r.auth = &authLog{inner: appr, ok: map[string]int{}, no: map[string]int{}}
@@ -157,9 +197,10 @@ func newRig(t testing.TB, opts ...rigOpt) *rig {
 	r.stopR = func() { _ = r.drv.Close() }
 	waitUntil(t, func() bool { _, ok := r.drv.Latest(); return ok }, "sim never published")
 	require.NoError(t, r.sup.Start(context.Background()))
+	r.rec = &hookRecorder{}
 	r.run, err = actions.NewRunner(actions.RunnerConf{
 		Config: cfg, Supervisor: r.sup, Approver: appr, Objects: truthObjects{s},
-		Clock: fc, Logger: log,
+		Clock: fc, Logger: log, Recorder: r.rec,
 	})
 	require.NoError(t, err)
 	t.Cleanup(r.close)

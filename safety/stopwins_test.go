@@ -1,0 +1,357 @@
+package safety_test
+
+// Invariants 10 (a stop wins at every moment) and 11 (authority ends at
+// once), checked on the simulator's own command log: once a stop, cancel,
+// e-stop or the end of a grant has been requested, no command of that
+// task reaches the robot — not the next step, not a recovery motion — and
+// a requested stop ends the task cancelled, never with a latched fault.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// logIndex is a position in the simulator's command log.
+type logIndex int
+
+func (r *rig) logLen() logIndex { return logIndex(len(r.sim.CommandLog())) }
+
+// commandsOfTaskSince returns the commands of task (its own and the
+// supervisor's recovery for it) the simulator received at or after i.
+func (r *rig) commandsOfTaskSince(task string, i logIndex) []sim.LogEntry {
+	var out []sim.LogEntry
+	for _, e := range r.sim.CommandLog()[i:] {
+		if e.Op != "command" {
+			continue
+		}
+		if tk, _ := taskOfCommand(e.ID); tk == task {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// requireStopAfterLastCommand checks that every command of task that
+// reached the simulator was followed by a stop.
+func (r *rig) requireStopAfterLastCommand(task string) {
+	r.t.Helper()
+	log := r.sim.CommandLog()
+	last := -1
+	for i, e := range log {
+		if tk, _ := taskOfCommand(e.ID); e.Op == "command" && tk == task {
+			last = i
+		}
+	}
+	if last < 0 {
+		return
+	}
+	for _, e := range log[last+1:] {
+		if e.Op == "stop" {
+			return
+		}
+	}
+	r.t.Fatalf("command %s of task %s was the last thing the robot received: no stop after it", log[last].ID, task)
+}
+
+// requireStopWon is invariant 10 after a stop was requested at log index
+// at: nothing of the task reached the robot since, it ends as want with
+// the robot at rest, and no fault latched.
+func (r *rig) requireStopWon(v actions.TaskView, at logIndex, want fsm.State) actions.TaskView {
+	r.t.Helper()
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Empty(r.t, r.commandsOfTaskSince(v.ID, at), "a command of task %s reached the robot after its stop was requested", v.ID)
+	r.requireStopAfterLastCommand(v.ID)
+	require.Equal(r.t, want, v.Status, "%v", v.Error)
+	require.False(r.t, r.sup.Status().Fault.Latched, "a requested stop latched a fault: %s", r.sup.Status().Fault.Reason)
+	require.True(r.t, r.stepUntil(3*time.Second, r.atRest), "the robot is still moving")
+	return v
+}
+
+// armReady puts the arm out of its safe pose, so that a failed base motion
+// would be followed by a recovery arm motion.
+func armReady(r *rig) {
+	r.t.Helper()
+	r.runTask("move_arm_to", map[string]any{"pose": "ready"})
+}
+
+// stopKinds are the ways of requesting a stop that must all win.
+var stopKinds = []struct {
+	name string
+	stop func(r *rig, v actions.TaskView)
+	want fsm.State
+}{
+	{"stop tool", func(r *rig, _ actions.TaskView) {
+		_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
+		require.NoError(r.t, err)
+	}, fsm.Cancelled},
+	{"cancel_task", func(r *rig, v actions.TaskView) {
+		// Cancel waits for the task to end; the robot's time only moves
+		// when the test steps it, so it runs aside.
+		go func() { _, _ = r.run.Cancel(context.Background(), v.ID, "agent-1") }()
+		waitUntil(r.t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok || r.get(v.ID).Terminal() }, "cancel not recorded")
+	}, fsm.Cancelled},
+	{"operator's stop button", func(r *rig, _ actions.TaskView) {
+		// The console's stop button is the stop tool on the operator's
+		// credential.
+		_, err := r.run.Stop(context.Background(), "operator-1", "console stop button")
+		require.NoError(r.t, err)
+	}, fsm.Cancelled},
+	{"e-stop", func(r *rig, _ actions.TaskView) {
+		require.NoError(r.t, r.sup.EStop(context.Background(), "operator-1", "someone walked in"))
+	}, fsm.EStopped},
+}
+
+func TestInvariant10_StopWinsAtEveryMoment(t *testing.T) {
+	type moment struct {
+		name string
+		// timeout, when set, is move_base_to's action timeout, so a base
+		// motion fails part-way and reaches stopping and recovering.
+		timeout time.Duration
+		// reach brings a fresh task to the moment and returns it.
+		reach func(r *rig) actions.TaskView
+	}
+	moments := []moment{
+		{"awaiting approval", 0, func(r *rig) actions.TaskView {
+			return r.mustSubmit("move_base_to", map[string]any{"x": 2.0, "y": 0.0})
+		}},
+		{"while the base drives", 0, func(r *rig) actions.TaskView {
+			v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": 0.0})
+			r.approve(v)
+			r.stepFor(time.Second)
+			require.Equal(r.t, fsm.Executing, r.get(v.ID).Status)
+			return v
+		}},
+		{"between the steps of a grasp", 0, func(r *rig) actions.TaskView {
+			r.runTask("move_base_to", map[string]any{"location": "table"})
+			v := r.mustSubmit("grasp", map[string]any{"object_id": "red_cup"})
+			r.approve(v)
+			first := r.logLen() - 1
+			// Stop as soon as the first step is done and the second sent.
+			require.True(r.t, r.stepUntil(20*time.Second, func() bool {
+				return len(r.commandsOfTaskSince(v.ID, first)) >= 2
+			}), "the grasp never reached its second step")
+			return v
+		}},
+		{"stopping after a timeout, before recovery", 1500 * time.Millisecond, func(r *rig) actions.TaskView {
+			armReady(r)
+			v := r.mustSubmit("move_base_to", map[string]any{"x": 3.5, "y": 0.0})
+			r.approve(v)
+			require.True(r.t, r.stepUntil(10*time.Second, func() bool { return r.get(v.ID).Status == fsm.Stopping }), "never stopping")
+			return v
+		}},
+		{"recovering to the safe pose", 1500 * time.Millisecond, func(r *rig) actions.TaskView {
+			armReady(r)
+			v := r.mustSubmit("move_base_to", map[string]any{"x": 3.5, "y": 0.0})
+			r.approve(v)
+			require.True(r.t, r.stepUntil(15*time.Second, func() bool {
+				return len(r.commandsOfTaskSince(v.ID, 0)) > 1 && r.get(v.ID).Status == fsm.Recovering
+			}), "recovery never started")
+			r.stepFor(200 * time.Millisecond) // the arm is on its way to the safe pose
+			return v
+		}},
+	}
+	for _, m := range moments {
+		for _, k := range stopKinds {
+			t.Run(m.name+"/"+k.name, func(t *testing.T) {
+				// Given a task at the moment
+				var opts []rigOpt
+				if m.timeout > 0 {
+					opts = append(opts, withActionTimeout("move_base_to", m.timeout))
+				}
+				r := newRig(t, opts...)
+				v := m.reach(r)
+				// When the stop is requested
+				k.stop(r, v)
+				at := r.logLen()
+				// Then nothing of the task reaches the robot any more, and
+				// the task ends as the stop says, never with a fault
+				v = r.requireStopWon(v, at, k.want)
+				if k.want == fsm.Cancelled && v.Error != nil {
+					require.NotContains(t, v.Error.Message, "fault is latched")
+				}
+			})
+		}
+	}
+}
+
+// TestInvariant10_StopRacingTheApprovalNeverMoves is the race the issue
+// reproduced (a stop 1–2 ms after the operator's approval answered,
+// then the whole motion ran): the stop lands while the approval is being
+// recorded, before the motion registered with the supervisor. The task
+// must end cancelled with nothing sent, and say so truthfully.
+func TestInvariant10_StopRacingTheApprovalNeverMoves(t *testing.T) {
+	r := newRig(t)
+	v := r.mustSubmit("move_arm_to", map[string]any{"pose": "reach_table"})
+	stopped := make(chan error, 1)
+	r.rec.when(fsm.EvApprove, func(actions.TransitionRecord) {
+		// Given the approval being recorded, When a stop arrives now
+		go func() {
+			_, err := r.run.Stop(context.Background(), "agent-1", "changed my mind")
+			stopped <- err
+		}()
+		waitUntil(r.t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok }, "stop not recorded")
+	})
+	_, err := r.appr.Approve(context.Background(), v.ApprovalID, "operator-1", approval.ApproveOptions{})
+	require.NoError(t, err)
+	require.NoError(t, <-stopped)
+	// Then nothing was ever sent and the task says so
+	v = r.requireStopWon(v, 0, fsm.Cancelled)
+	r.requireNothingMoved()
+	require.Contains(t, v.Error.Message, "nothing moved")
+}
+
+// TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt: the stop
+// arrives while the first command is being handed to the driver; the
+// command lands after the stop, so the stop must follow it.
+func TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T) {
+	r := newRig(t)
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 2.5, "y": 0.0})
+	stopped := make(chan error, 1)
+	r.rec.when(fsm.EvStart, func(actions.TransitionRecord) {
+		// Given the start being recorded under the gate's lock (the
+		// command leaves right after), When a stop arrives now
+		n := len(r.stopsAfter(sim.Epoch))
+		go func() {
+			_, err := r.run.Stop(context.Background(), "agent-1", "stop now")
+			stopped <- err
+		}()
+		waitUntil(r.t, func() bool { return len(r.stopsAfter(sim.Epoch)) > n }, "the first stop did not go out at once")
+	})
+	r.approve(v)
+	require.NoError(t, <-stopped)
+	// Then the command that left after the first stop is followed by
+	// another, and the task ends cancelled
+	require.Len(t, r.commandsOfTaskSince(v.ID, 0), 1)
+	r.requireStopAfterLastCommand(v.ID)
+	r.requireStopWon(v, r.logLen(), fsm.Cancelled)
+}
+
+// TestInvariant10_CancelWhileStoppingIsHonoured: cancel_task on a task
+// that is stopping after a failure is not refused; it ends the task
+// cancelled with no recovery motion.
+func TestInvariant10_CancelWhileStoppingIsHonoured(t *testing.T) {
+	r := newRig(t, withActionTimeout("move_base_to", 1500*time.Millisecond))
+	armReady(r)
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 3.5, "y": 0.0})
+	r.approve(v)
+	require.True(t, r.stepUntil(10*time.Second, func() bool { return r.get(v.ID).Status == fsm.Stopping }))
+	done := make(chan actions.TaskView, 1)
+	go func() { got, _ := r.run.Cancel(context.Background(), v.ID, "agent-1"); done <- got }()
+	waitUntil(t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok }, "cancel refused")
+	at := r.logLen()
+	v = r.requireStopWon(v, at, fsm.Cancelled)
+	got := <-done
+	require.Equal(t, fsm.Cancelled, got.Status)
+	for _, e := range r.sim.CommandLog() {
+		require.False(t, strings.HasPrefix(e.ID, safety.RecoveryCommandPrefix), "recovery command %s sent after the cancel", e.ID)
+	}
+}
+
+func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	scoped := func(r *rig, ttl time.Duration) approval.Grant {
+		g, err := r.appr.CreateGrant(ctx, "operator-1", approval.Scope{
+			Tool: "move_base_to", Rect: &approval.Rect{MinX: -1, MinY: -1, MaxX: 4, MaxY: 1},
+		}, ttl)
+		require.NoError(r.t, err)
+		return g
+	}
+	tests := []struct {
+		name string
+		// start returns the running task and the grant it runs on.
+		start func(r *rig) (actions.TaskView, string)
+		// end makes the grant stop authorizing; it returns when.
+		end      func(r *rig, grantID string) time.Time
+		wantType toolerr.Type
+		wantText string
+	}{
+		{
+			name: "scoped grant revoked",
+			start: func(r *rig) (actions.TaskView, string) {
+				g := scoped(r, time.Minute)
+				v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": 0.0})
+				return v, g.ID
+			},
+			end: func(r *rig, id string) time.Time {
+				_, err := r.appr.RevokeWith(ctx, id, "operator-2", approval.RevokeOptions{Reason: "forklift in the aisle"})
+				require.NoError(r.t, err)
+				return r.fc.Now()
+			},
+			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
+		},
+		{
+			name: "approve-once grant revoked",
+			start: func(r *rig) (actions.TaskView, string) {
+				v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": 0.0})
+				r.approve(v)
+				a, err := r.appr.Get(v.ApprovalID)
+				require.NoError(r.t, err)
+				return v, a.GrantID
+			},
+			end: func(r *rig, id string) time.Time {
+				_, err := r.appr.Revoke(ctx, id, "operator-2")
+				require.NoError(r.t, err)
+				return r.fc.Now()
+			},
+			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
+		},
+		{
+			name: "scoped grant expires mid-motion",
+			start: func(r *rig) (actions.TaskView, string) {
+				g := scoped(r, 2*time.Second)
+				v := r.mustSubmit("move_base_to", map[string]any{"x": 3.5, "y": 0.0})
+				return v, g.ID
+			},
+			end: func(r *rig, id string) time.Time {
+				g, err := r.appr.Grant(id)
+				require.NoError(r.t, err)
+				require.True(r.t, r.stepUntil(5*time.Second, func() bool { return !r.fc.Now().Before(g.ExpiresAt) }))
+				return g.ExpiresAt
+			},
+			wantType: toolerr.ApprovalExpired, wantText: "expired",
+		},
+	}
+	for _, tc := range tests {
+		for _, push := range []bool{true, false} {
+			name := tc.name
+			if !push {
+				name += " (no push: the motion re-checks its grant)"
+			}
+			t.Run(name, func(t *testing.T) {
+				r := newRig(t)
+				r.noGrantPush.Store(!push)
+				// Given a motion running on a grant
+				v, grantID := tc.start(r)
+				require.True(t, r.stepUntil(5*time.Second, func() bool { return r.get(v.ID).Status == fsm.Executing }))
+				r.stepFor(500 * time.Millisecond)
+				require.Greater(t, r.sim.Odometer().BaseDistance, 0.05, "the base is driving")
+				// When the grant stops authorizing it
+				at := r.logLen()
+				ended := tc.end(r, grantID)
+				// Then a stop reaches the robot within one control period
+				require.True(t, r.stepUntil(r.sup.ControlPeriod(), func() bool { return len(r.stopsAfter(ended)) > 0 }),
+					"no stop within one control period of the grant's end")
+				require.LessOrEqual(t, r.stopsAfter(ended)[0].Time.Sub(ended), r.sup.ControlPeriod())
+				// And nothing of the task follows; it ends cancelled, the
+				// agent told who ended its authority
+				v = r.requireStopWon(v, at, fsm.Cancelled)
+				require.Equal(t, tc.wantType, v.Error.Type, v.Error.Message)
+				require.Contains(t, v.Error.Message, tc.wantText)
+				require.Contains(t, v.Error.Message, "robot stopped")
+				tr := r.sim.Truth()
+				require.Less(t, tr.Base.X, 2.9, "the motion did not run to its target")
+			})
+		}
+	}
+}
