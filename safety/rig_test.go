@@ -137,21 +137,21 @@ func (o truthObjects) Lookup(_ context.Context, id string) (actions.ObjectInfo, 
 // against the simulator, all on one fake clock that the test steps one
 // physics period at a time.
 type rig struct {
-	t     testing.TB
-	fc    *clockwork.FakeClock
-	cfg   *hwconfig.Config
-	sim   *sim.Sim
-	drv   *failingDriver
-	sup   *safety.Supervisor
-	appr  *approval.Service
-	auth  *authLog
-	run   *actions.Runner
-	rec   *hookRecorder
+	t    testing.TB
+	fc   *clockwork.FakeClock
+	cfg  *hwconfig.Config
+	sim  *sim.Sim
+	drv  *failingDriver
+	sup  *safety.Supervisor
+	appr *approval.Service
+	auth *authLog
+	run  *actions.Runner
+	rec  *hookRecorder
 	// noGrantPush cuts the approval service's GrantEnded push, leaving
 	// the motion's own re-check of its grant.
 	noGrantPush atomic.Bool
-	stopR func()
-	steps int64
+	stopR       func()
+	steps       int64
 
 	evMu   sync.Mutex
 	events []safety.Event
