@@ -113,7 +113,8 @@ func (f *Footprint) Sweep(a, b Point) (Contact, bool) {
 // Reach returns the farthest point along the segment from a to b that the
 // disc, grown by margin, reaches before touching any limit: b when the
 // sweep is clear, a when it touches at once. The margin keeps the point
-// allowed after an agent rounds it.
+// allowed after an agent rounds it; a start already closer than margin to
+// a limit keeps the start's clearance instead.
 func (f *Footprint) Reach(a, b Point, margin float64) Point {
 	c, hit := f.sweep(a, b, math.Max(0, margin))
 	if !hit {
