@@ -275,6 +275,9 @@ func TestWire_SendOnceGoalIsNeverResent(t *testing.T) {
 	t.Cleanup(srv.Close)
 	rostest.Eventually(t, 10*time.Second, func() bool { return m.Connected("/bridge", "/late_move_base/goal", "/late_server") },
 		"the client never connected to the late server")
+	// Ten resend periods with the connection up: a goal that is resent
+	// has been by now.
+	time.Sleep(10 * 10 * time.Millisecond)
 	next := &rosmsg.MoveBaseActionGoal{}
 	next.Goal.TargetPose.Pose.Orientation.W = 1
 	g, err := cli.Send(next, "bridge")
