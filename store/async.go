@@ -1,19 +1,24 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/safety"
 )
 
-// item is one queued safety event. done is set for latch events, whose
-// sender waits (bounded) for the commit.
+// item is one queued safety event, or a Sync barrier (no Kind). seq
+// orders it among the latch changes, which travel apart.
 type item struct {
 	ev   safety.Event
+	seq  uint64
 	done chan error
 }
 
@@ -29,58 +34,151 @@ func isLatch(k safety.EventKind) bool {
 	return false
 }
 
-// SafetyEvent implements safety.Observer. The supervisor calls it after
-// the stop an event implies was sent; it only enqueues, so the stop path
-// never waits on the disk. A latch change (e-stop pressed or reset, fault
-// latched or cleared) then waits up to Conf.LatchWait for its commit, so
-// that an acknowledged e-stop is on the disk; every other event returns at
-// once, and is dropped, counted and logged when the queue is full.
-func (s *Store) SafetyEvent(e safety.Event) {
-	latch := isLatch(e.Kind)
-	it := item{ev: e}
-	if latch {
-		it.done = make(chan error, 1)
+// ErrLatchNotRecorded: a latch change (e-stop pressed or reset, fault
+// latched or cleared) is in force in the supervisor but not yet committed
+// to the disk. The store keeps it and tries again; SyncLatches and
+// Healthy report it until it is written.
+var ErrLatchNotRecorded = errors.New("latch change not recorded")
+
+// latchLane carries latch changes to the writer apart from the bounded
+// queue: it has no bound, so a latch change is never dropped, and one that
+// failed to commit stays at its head and is tried again until it is
+// written. SyncLatches waits on it.
+type latchLane struct {
+	mu        sync.Mutex
+	pending   []item        // guarded by mu; not yet committed, oldest first
+	enqueued  uint64        // guarded by mu; latch changes ever handed in
+	committed uint64        // guarded by mu; of those, committed (a prefix)
+	tried     uint64        // guarded by mu; enqueued count the last attempt covered
+	err       error         // guarded by mu; the last attempt's failure, nil after a success
+	failures  int           // guarded by mu; failed attempts in a row
+	ended     bool          // guarded by mu; the writer has exited
+	changed   chan struct{} // guarded by mu; closed and replaced after every attempt
+	sig       chan struct{} // cap 1: pending has entries for the writer
+}
+
+func newLatchLane() *latchLane {
+	return &latchLane{changed: make(chan struct{}), sig: make(chan struct{}, 1)}
+}
+
+func (l *latchLane) add(it item) {
+	l.mu.Lock()
+	l.pending = append(l.pending, it)
+	l.enqueued++
+	l.mu.Unlock()
+	select {
+	case l.sig <- struct{}{}:
+	default:
 	}
+}
+
+// take returns the pending latch changes for one commit attempt.
+func (l *latchLane) take() []item {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]item(nil), l.pending...)
+}
+
+// settle records the outcome of an attempt that took the first n pending
+// changes: on success they leave the lane; on failure they stay, for the
+// next attempt.
+func (l *latchLane) settle(n int, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tried = l.committed + uint64(n)
+	if err == nil {
+		l.pending = append(l.pending[:0:0], l.pending[n:]...)
+		l.committed += uint64(n)
+		l.err, l.failures = nil, 0
+	} else {
+		l.err = err
+		l.failures++
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// failing reports whether latch changes wait after a failed attempt.
+func (l *latchLane) failing() (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) == 0 {
+		return 0, nil
+	}
+	return len(l.pending), l.err
+}
+
+func (l *latchLane) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// SafetyEvent implements safety.Observer. The supervisor calls it after
+// the stop an event implies was sent, and it never waits on the disk, so
+// the stop path never does either. A latch change (e-stop pressed or
+// reset, fault latched or cleared) goes to its own unbounded lane and is
+// never dropped: a failed commit is tried again until it succeeds, and
+// SyncLatches tells a caller when it is on the disk. Every other event
+// goes through the bounded queue and is dropped, counted and logged when
+// the queue is full.
+func (s *Store) SafetyEvent(e safety.Event) {
 	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	latch := isLatch(e.Kind)
 	if s.closed {
-		s.closeMu.RUnlock()
-		s.log.Warn("safety event after the store closed; not recorded", "kind", e.Kind, "task_id", e.TaskID)
+		if latch {
+			s.log.Error("latch change after the store closed; not recorded", "kind", e.Kind, "task_id", e.TaskID, "by", e.By)
+		} else {
+			s.log.Warn("safety event after the store closed; not recorded", "kind", e.Kind, "task_id", e.TaskID)
+		}
 		return
 	}
-	var deadline *time.Timer
+	it := item{ev: e, seq: s.seq.Add(1)}
+	if latch {
+		s.latches.add(it)
+		return
+	}
 	select {
 	case s.q <- it:
 	default:
-		if !latch {
-			s.closeMu.RUnlock()
-			s.drop("safety_event", "kind", e.Kind, "task_id", e.TaskID)
-			return
+		s.drop("safety_event", "kind", e.Kind, "task_id", e.TaskID)
+	}
+}
+
+// SyncLatches waits until every latch change handed to SafetyEvent before
+// the call is committed with synchronous=FULL, that is on the disk. It
+// returns an error wrapping ErrLatchNotRecorded when the last attempt to
+// commit one of them failed (the store goes on trying), when ctx ends
+// first, or when the store closed without writing it. The bridge answers
+// an operator's e-stop, reset or clear only after it returns.
+func (s *Store) SyncLatches(ctx context.Context) error {
+	l := s.latches
+	l.mu.Lock()
+	target := l.enqueued
+	for {
+		switch {
+		case l.committed >= target:
+			l.mu.Unlock()
+			return nil
+		case l.err != nil && l.tried >= target:
+			err := l.err
+			l.mu.Unlock()
+			return fmt.Errorf("store: %w: %w", ErrLatchNotRecorded, err)
+		case l.ended:
+			l.mu.Unlock()
+			return fmt.Errorf("store: %w: the store closed first", ErrLatchNotRecorded)
 		}
-		deadline = time.NewTimer(s.conf.LatchWait)
+		ch := l.changed
+		l.mu.Unlock()
 		select {
-		case s.q <- it:
-		case <-deadline.C:
-			s.closeMu.RUnlock()
-			s.drop("safety_event", "kind", e.Kind, "task_id", e.TaskID)
-			s.log.Error("latch change not recorded: the store's queue stayed full", "kind", e.Kind, "wait", s.conf.LatchWait)
-			return
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("store: %w: not committed yet: %w", ErrLatchNotRecorded, ctx.Err())
 		}
-	}
-	s.closeMu.RUnlock()
-	if !latch {
-		return
-	}
-	if deadline == nil {
-		deadline = time.NewTimer(s.conf.LatchWait)
-	}
-	defer deadline.Stop()
-	select {
-	case err := <-it.done:
-		if err != nil {
-			s.log.Error("latch change not recorded", "kind", e.Kind, "err", err)
-		}
-	case <-deadline.C:
-		s.log.Warn("latch change still not committed; going on without waiting", "kind", e.Kind, "wait", s.conf.LatchWait)
+		l.mu.Lock()
 	}
 }
 
@@ -123,7 +221,7 @@ func (s *Store) Sync(ctx context.Context) error {
 		return ErrClosed
 	}
 	select {
-	case s.q <- item{done: done}: // a barrier: no event, only a reply
+	case s.q <- item{seq: s.seq.Add(1), done: done}: // a barrier: no event, only a reply
 	case <-ctx.Done():
 		s.closeMu.RUnlock()
 		return ctx.Err()
@@ -149,15 +247,24 @@ func (s *Store) drop(kind string, attrs ...any) {
 	}
 }
 
-// writer is the one goroutine that commits queued records, in batches.
+// writer is the one goroutine that commits queued records, in batches,
+// with the latch changes waiting at the time. While a latch change fails
+// to commit it tries again every Conf.LatchRetry.
 func (s *Store) writer() {
 	defer close(s.done)
+	defer s.latches.end()
 	for {
 		var batch []item
+		var again <-chan time.Time
+		if n, err := s.latches.failing(); n > 0 && err != nil {
+			again = time.After(s.conf.LatchRetry)
+		}
 		select {
 		case it := <-s.q:
 			batch = append(batch, it)
 		case <-s.viewsSig:
+		case <-s.latches.sig:
+		case <-again:
 		case <-s.quit:
 			s.drain()
 			return
@@ -193,28 +300,92 @@ func (s *Store) takeViews() []actions.TaskView {
 	return out
 }
 
+// drainLatchAttempts bounds how often Close tries again to commit latch
+// changes that keep failing before it gives up and reports them.
+const drainLatchAttempts = 3
+
 // drain commits everything still queued; Close calls it through quit,
-// after no one can enqueue any more.
+// after no one can enqueue any more. Latch changes that keep failing are
+// tried a few more times, then left for Close to report.
 func (s *Store) drain() {
+	tries := 0
 	for {
-		batch := s.fill(nil)
-		views := s.takeViews()
-		if len(batch) == 0 && len(views) == 0 {
+		batch, views := s.fill(nil), s.takeViews()
+		n, failed := s.latches.failing()
+		retrying := n > 0 && failed != nil
+		if len(batch) == 0 && len(views) == 0 && (n == 0 || (retrying && tries >= drainLatchAttempts)) {
 			return
+		}
+		if retrying {
+			tries++
+			time.Sleep(s.conf.LatchRetry)
 		}
 		s.commit(batch, views)
 	}
 }
 
+// commit writes one batch of queued events and task views together with
+// the latch changes pending now, in the order they happened, in one
+// transaction. When that fails and latch changes were in it, the latch
+// changes and the rest are tried again apart, so neither can keep the
+// other off the disk; latch changes that still fail stay pending.
 func (s *Store) commit(batch []item, views []actions.TaskView) {
-	if len(batch) == 0 && len(views) == 0 {
+	latches := s.latches.take()
+	if len(batch) == 0 && len(views) == 0 && len(latches) == 0 {
 		return
 	}
 	if s.conf.beforeBatch != nil {
 		s.conf.beforeBatch()
 	}
+	all := make([]item, 0, len(batch)+len(latches))
+	all = append(append(all, batch...), latches...)
+	slices.SortStableFunc(all, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
+	err := s.writeBatch(all, views)
+	latchErr, restErr := err, err
+	if err != nil && len(latches) > 0 {
+		latchErr = s.writeBatch(latches, nil)
+		restErr = nil
+		if len(batch) > 0 || len(views) > 0 {
+			restErr = s.writeBatch(batch, views)
+		}
+	}
+	if len(latches) > 0 {
+		s.latches.settle(len(latches), latchErr)
+		if latchErr != nil {
+			if n, _ := s.latches.failing(); n > 0 {
+				s.latchFailed(n, latchErr)
+			}
+		}
+	}
+	if restErr != nil {
+		s.log.Error("could not record safety events and task updates", "events", len(batch), "tasks", len(views), "err", restErr)
+	}
+	done := restErr
+	if latchErr != nil {
+		done = errors.Join(restErr, fmt.Errorf("%w: %w", ErrLatchNotRecorded, latchErr))
+	}
+	for _, it := range batch {
+		if it.done != nil {
+			it.done <- done
+		}
+	}
+}
+
+// latchFailed logs a failed latch commit: the first of a run of failures
+// and then every 50th, so a dead disk does not flood the log.
+func (s *Store) latchFailed(pending int, err error) {
+	s.latches.mu.Lock()
+	n := s.latches.failures
+	s.latches.mu.Unlock()
+	if n == 1 || n%50 == 0 {
+		s.log.Error("latch change not recorded; the latch is in force and the store keeps trying",
+			"pending", pending, "attempts", n, "err", err)
+	}
+}
+
+func (s *Store) writeBatch(batch []item, views []actions.TaskView) error {
 	ctx := context.Background()
-	err := s.tx(ctx, "batch", func(tx *sql.Tx) error {
+	return s.tx(ctx, "batch", func(tx *sql.Tx) error {
 		for _, it := range batch {
 			if it.ev.Kind == "" {
 				continue // a Sync barrier
@@ -230,14 +401,6 @@ func (s *Store) commit(batch []item, views []actions.TaskView) {
 		}
 		return nil
 	})
-	if err != nil {
-		s.log.Error("could not record safety events and task updates", "events", len(batch), "tasks", len(views), "err", err)
-	}
-	for _, it := range batch {
-		if it.done != nil {
-			it.done <- err
-		}
-	}
 }
 
 func writeSafetyEvent(ctx context.Context, tx *sql.Tx, e safety.Event) error {

@@ -78,8 +78,9 @@ func BenchmarkTransitionWrite(b *testing.B) {
 // only enqueues; with the slow disk the queue fills and the excess is
 // dropped and counted (dropped/op), never waited for. (The loop calls Stop
 // a million times a second, far past any real stop rate, so even the fast
-// disk drops most events here; at real rates nothing is dropped, see
-// TestSafetyEvents_FullQueueDropsAndCountsWithoutBlocking for the policy.)
+// disk drops most events here; at real rates nothing is dropped, and a
+// latch change never is, see
+// TestSafetyEvents_FullQueueDropsOtherEventsButNeverALatch for the policy.)
 func BenchmarkStopWithSlowStore(b *testing.B) {
 	cases := []struct {
 		name  string

@@ -17,10 +17,20 @@
 // before the command they imply leaves the bridge. Safety events and task
 // progress are fed through a bounded queue to one writer goroutine that
 // commits them in batches: the stop path only ever enqueues, never waits on
-// the disk, and a full queue is counted and logged, never blocking. The
-// e-stop and fault latches are the one kind of queued record a caller
-// waits for, for at most Conf.LatchWait and only after the stop has been
-// sent, so an acknowledged e-stop survives a crash.
+// the disk, and a full queue is counted and logged, never blocking. Latch
+// changes — e-stop pressed or reset, fault latched or cleared — never share
+// that queue: they travel in their own unbounded lane to the same writer,
+// committed in order with the events around them, never dropped, and tried
+// again until written when a commit fails (Healthy reports them meanwhile).
+// SyncLatches waits until they are on the disk; the bridge answers an
+// operator's e-stop, reset or clear only then, after the stop has gone out,
+// so an acknowledged e-stop survives a crash.
+//
+// A run that finds the store still marked running — the previous process
+// was killed or crashed — reports it in Info.CleanShutdown, and the store
+// keeps knowing it until a run has recovered it (Recover), so a start that
+// fails after a crash does not make the crash forgotten. Recover records
+// the fault the bridge latches for it (RecoverInput.CrashFault).
 //
 // A data dir remembers that it had a store: a marker file written next to
 // the database the first time it is created. A missing database with a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,6 +48,91 @@ func TestOpen_CrashIsNotACleanShutdown(t *testing.T) {
 	// Then the previous run is known to have crashed
 	require.False(t, s2.Info().CleanShutdown)
 	require.False(t, s2.Info().Fresh)
+}
+
+func TestOpen_ACrashStaysKnownUntilARunRecoversIt(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	// Given a store whose process died
+	s, _ := openTest(t, dir)
+	crash(s)
+	// When the next run opens it and closes it cleanly without recovering
+	// it (a bridge that failed to start)
+	s2, _ := openTest(t, dir)
+	require.False(t, s2.Info().CleanShutdown)
+	since := s2.Info().UncleanSince
+	require.False(t, since.IsZero())
+	require.NoError(t, s2.Close())
+	// Then the run after it still knows the crash, and since when
+	s3, _ := openTest(t, dir)
+	require.False(t, s3.Info().CleanShutdown, "a clean close without Recover made the crash forgotten")
+	require.Equal(t, since, s3.Info().UncleanSince)
+	// When that run recovers and shuts down cleanly
+	rep, err := s3.Recover(ctx, RecoverInput{StopSent: true})
+	require.NoError(t, err)
+	require.False(t, rep.CleanShutdown)
+	require.NoError(t, s3.Close())
+	// Then the next one reads a clean shutdown
+	s4, _ := openTest(t, dir)
+	require.True(t, s4.Info().CleanShutdown)
+	require.True(t, s4.Info().UncleanSince.IsZero())
+}
+
+func TestRecover_RecordsTheCrashFaultWithTheRestart(t *testing.T) {
+	tests := []struct {
+		name      string
+		previous  *safety.Event // a fault latched before the crash
+		wantCause string
+	}{
+		{name: "no fault before", wantCause: "the bridge restarted after an unclean shutdown"},
+		{
+			name:      "a fault latched before keeps its cause",
+			previous:  &safety.Event{Kind: safety.EventFaultLatched, At: t0, TaskID: "t-1", By: "supervisor", Reason: "recovery failed"},
+			wantCause: "recovery failed",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx := context.Background()
+			// Given a store whose process died
+			s, clk := openTest(t, dir)
+			if tc.previous != nil {
+				s.SafetyEvent(*tc.previous)
+				require.NoError(t, s.SyncLatches(ctx))
+			}
+			crash(s)
+			// When the next run recovers with the fault the bridge latched
+			// for the crash
+			s2, _ := openTest(t, dir, func(c *Conf) { c.Clock = clk })
+			require.False(t, s2.Info().CleanShutdown)
+			f := safety.FaultStatus{Latched: true, Reason: "the bridge restarted after an unclean shutdown", Since: t0.Add(time.Minute)}
+			rep, err := s2.Recover(ctx, RecoverInput{By: "bridge", StopSent: true, CrashFault: &f})
+			require.NoError(t, err)
+			// Then the report has the fault, with its first cause
+			require.True(t, rep.CrashFault)
+			require.True(t, rep.Fault.Latched)
+			require.Equal(t, tc.wantCause, rep.Fault.Reason)
+			// And the fault is audited by the bridge, right before the
+			// restart, which names it
+			recs := auditAll(t, s2, AuditQuery{})
+			last, fault := recs[len(recs)-1], recs[len(recs)-2]
+			require.Equal(t, AuditBridgeRestart, last.Type)
+			require.Contains(t, last.Summary, "after a crash")
+			require.Contains(t, last.Summary, "fault latched: the bridge restarted after an unclean shutdown")
+			require.Equal(t, "safety.fault_latched", fault.Type)
+			require.Equal(t, "bridge", fault.Actor)
+			require.Equal(t, f.Reason, fault.Reason)
+			// And the latch is on the disk: a second crash before anyone
+			// clears it still finds it
+			crash(s2)
+			s3, _ := openTest(t, dir)
+			_, got, err := s3.Latches(ctx)
+			require.NoError(t, err)
+			require.True(t, got.Latched)
+			require.Equal(t, tc.wantCause, got.Reason)
+		})
+	}
 }
 
 // crash stops a store's goroutine and connections without the clean
@@ -186,7 +272,7 @@ func TestOpen_ConfErrorsNameTheField(t *testing.T) {
 		{"no dir", Conf{}, "Conf.Dir"},
 		{"path as file", Conf{Dir: t.TempDir(), File: "../x.db"}, "Conf.File"},
 		{"negative queue", Conf{Dir: t.TempDir(), QueueSize: -1}, "Conf.QueueSize"},
-		{"negative latch wait", Conf{Dir: t.TempDir(), LatchWait: -1}, "Conf.LatchWait"},
+		{"negative latch retry", Conf{Dir: t.TempDir(), LatchRetry: -1}, "Conf.LatchRetry"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

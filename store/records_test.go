@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -277,7 +278,7 @@ func TestSafetyEvents_LatchesPersistUntilCleared(t *testing.T) {
 	require.Equal(t, "bob", recs[4].Actor)
 }
 
-func TestSafetyEvents_FullQueueDropsAndCountsWithoutBlocking(t *testing.T) {
+func TestSafetyEvents_FullQueueDropsOtherEventsButNeverALatch(t *testing.T) {
 	// Given a store whose writer is stuck on a slow disk and whose queue
 	// holds two records
 	release := make(chan struct{})
@@ -287,7 +288,6 @@ func TestSafetyEvents_FullQueueDropsAndCountsWithoutBlocking(t *testing.T) {
 	var mu sync.Mutex
 	s, _ := openTest(t, t.TempDir(), func(c *Conf) {
 		c.QueueSize = 2
-		c.LatchWait = 50 * time.Millisecond
 		c.beforeBatch = func() { once.Do(func() { close(entered); <-release }) }
 		c.OnDrop = func(kind string) { mu.Lock(); drops = append(drops, kind); mu.Unlock() }
 	})
@@ -296,23 +296,121 @@ func TestSafetyEvents_FullQueueDropsAndCountsWithoutBlocking(t *testing.T) {
 	t.Cleanup(unblock) // runs before the store's Close
 	s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0})
 	<-entered // the writer holds that one and waits on the disk
-	// When five more events arrive
+	// When five more events arrive, and then every kind of latch change,
+	// many times over, far more than the queue holds
 	for range 5 {
 		s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0})
 	}
-	// And an e-stop latch, which waits at most LatchWait for room
-	s.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, At: t0, By: "op"})
-	// Then two are queued, the rest dropped and counted, and no call
-	// blocked for longer than LatchWait
+	latchKinds := []safety.EventKind{safety.EventEStopPressed, safety.EventEStopReset, safety.EventFaultLatched, safety.EventFaultCleared}
+	const rounds = 10
+	for i := range rounds {
+		for _, k := range latchKinds {
+			s.SafetyEvent(safety.Event{Kind: k, At: t0.Add(time.Duration(i) * time.Second), By: "op", Reason: "round"})
+		}
+	}
+	// Then only the ordinary events beyond the queue's room are dropped and
+	// counted, and every call returned while the disk was stuck
 	mu.Lock()
 	got := append([]string(nil), drops...)
 	mu.Unlock()
-	require.Equal(t, []string{"safety_event", "safety_event", "safety_event", "safety_event"}, got)
-	require.Equal(t, int64(4), s.Dropped())
-	// And once the disk is back, what was queued is written
+	require.Equal(t, []string{"safety_event", "safety_event", "safety_event"}, got)
+	require.Equal(t, int64(3), s.Dropped())
+	// And once the disk is back, every latch change is written, in order,
+	// with what was queued
 	unblock()
+	require.NoError(t, s.SyncLatches(context.Background()))
 	flush(t, s)
-	require.Len(t, auditAll(t, s, AuditQuery{Type: "safety"}), 3)
+	recs := auditAll(t, s, AuditQuery{Type: "safety"})
+	var latchTypes []string
+	for _, r := range recs {
+		if r.Type != "safety.stop_sent" {
+			latchTypes = append(latchTypes, r.Type)
+		}
+	}
+	var want []string
+	for range rounds {
+		for _, k := range latchKinds {
+			want = append(want, "safety."+string(k))
+		}
+	}
+	require.Equal(t, want, latchTypes)
+	require.Len(t, recs, 3+rounds*len(latchKinds))
+	// And the last change of each latch is the one in force on the disk
+	e, f, err := s.Latches(context.Background())
+	require.NoError(t, err)
+	require.False(t, e.Active)
+	require.False(t, f.Latched)
+}
+
+// failLatchWrites makes every write of the latches table fail, as a disk
+// that refuses the latch's page would, and returns the repair.
+func failLatchWrites(t *testing.T, s *Store) (repair func()) {
+	t.Helper()
+	for _, op := range []string{"INSERT", "UPDATE"} {
+		_, err := s.w.Exec(`CREATE TRIGGER fail_latch_` + strings.ToLower(op) + ` BEFORE ` + op + ` ON latches
+			BEGIN SELECT RAISE(ABORT, 'disk refuses the latch'); END`)
+		require.NoError(t, err)
+	}
+	return func() {
+		for _, op := range []string{"insert", "update"} {
+			_, err := s.w.Exec(`DROP TRIGGER fail_latch_` + op)
+			require.NoError(t, err)
+		}
+	}
+}
+
+func TestSafetyEvents_ALatchThatCannotBeWrittenIsReportedAndRetried(t *testing.T) {
+	// Given a store that cannot write its latches
+	dir := t.TempDir()
+	s, _ := openTest(t, dir, func(c *Conf) { c.LatchRetry = time.Millisecond })
+	ctx := context.Background()
+	require.NoError(t, s.Healthy(ctx))
+	repair := failLatchWrites(t, s)
+
+	// When an e-stop is pressed, with an ordinary event beside it
+	s.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, At: t0, By: "alice", Reason: "person in the way"})
+	s.SafetyEvent(safety.Event{Kind: safety.EventStopSent, At: t0, By: "alice"})
+
+	// Then waiting for it says the latch is not recorded, and why
+	err := s.SyncLatches(ctx)
+	require.ErrorIs(t, err, ErrLatchNotRecorded)
+	require.ErrorContains(t, err, "disk refuses the latch")
+	// And the store is not healthy while it waits
+	require.ErrorIs(t, s.Healthy(ctx), ErrLatchNotRecorded)
+	// And the ordinary event did not wait for it
+	flushErr := s.Sync(ctx)
+	require.ErrorIs(t, flushErr, ErrLatchNotRecorded, "Sync reports the latch that is still missing")
+	require.Equal(t, []string{"safety.stop_sent"}, types(auditAll(t, s, AuditQuery{Type: "safety"})))
+
+	// When the disk takes writes again
+	repair()
+
+	// Then the store's own retry writes the latch, and all is well
+	require.Eventually(t, func() bool { return s.SyncLatches(ctx) == nil }, 10*time.Second, time.Millisecond)
+	require.NoError(t, s.Healthy(ctx))
+	e, _, err := s.Latches(ctx)
+	require.NoError(t, err)
+	require.True(t, e.Active)
+	require.Equal(t, "person in the way", e.Reason)
+	require.ElementsMatch(t, []string{"safety.stop_sent", "safety.estop_pressed"}, types(auditAll(t, s, AuditQuery{Type: "safety"})))
+}
+
+func TestClose_ALatchNeverWrittenIsReportedAndTheShutdownIsNotClean(t *testing.T) {
+	// Given a store that cannot write its latches, holding an e-stop
+	dir := t.TempDir()
+	s, _ := openTest(t, dir, func(c *Conf) { c.LatchRetry = time.Millisecond })
+	failLatchWrites(t, s)
+	s.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, At: t0, By: "alice"})
+	require.ErrorIs(t, s.SyncLatches(context.Background()), ErrLatchNotRecorded)
+
+	// When it is closed
+	err := s.Close()
+
+	// Then Close says the latch was not recorded
+	require.ErrorIs(t, err, ErrLatchNotRecorded)
+	// And the next run does not take the shutdown for a clean one
+	s2, _ := openTest(t, dir)
+	require.False(t, s2.Info().CleanShutdown)
 }
 
 func TestRecover_SettlesWhatThePreviousRunLeft(t *testing.T) {

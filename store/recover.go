@@ -25,6 +25,14 @@ type RecoverInput struct {
 	StopErr  error
 	// Details (optional) are added to the restart's audit record.
 	Details map[string]any
+	// CrashFault (optional) is a fault the bridge latched because the
+	// previous run did not shut down cleanly (Info.CleanShutdown false on a
+	// store that is not fresh). Recover records it like any fault — its
+	// safety event, its audit record and the fault latch, by In.By — in
+	// the restart's own transaction, so the crash and the fault that
+	// answers it are on the disk together or not at all. A fault latched
+	// already keeps its first cause, as in the supervisor.
+	CrashFault *safety.FaultStatus
 }
 
 // InterruptedTask is a task Recover found live.
@@ -50,6 +58,8 @@ type RecoveryReport struct {
 	ReleasedKeys int                `json:"released_keys,omitempty"`
 	EStop        safety.EStopStatus `json:"estop"`
 	Fault        safety.FaultStatus `json:"fault"`
+	// CrashFault is true when Recover latched RecoverInput.CrashFault.
+	CrashFault bool `json:"crash_fault,omitempty"`
 	// AuditSeq is the restart's audit record.
 	AuditSeq int64 `json:"audit_seq"`
 }
@@ -57,9 +67,11 @@ type RecoveryReport struct {
 // Recover settles what the previous run left behind, in one transaction,
 // before the API opens: every live task becomes interrupted (a transition
 // and an audit record each), pending approvals expire, active grants end,
-// idempotency reservations are settled, and the start or restart is
-// audited with the latches found. The caller sends the stop first and
-// restores the latches (Latches) into the supervisor.
+// idempotency reservations are settled, the start or restart is audited
+// with the latches found, a crash fault the caller latched is recorded,
+// and the memory of a crash (Info.CleanShutdown) is settled, so the next
+// run after a clean shutdown reads clean again. The caller sends the stop
+// first and restores the latches (Latches) into the supervisor.
 func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, error) {
 	if in.By == "" {
 		in.By = "bridge"
@@ -93,6 +105,9 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		}
 		n, _ = res.RowsAffected()
 		rep.ReleasedKeys = int(n)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, metaUnclean); err != nil {
+			return err
+		}
 		typ, summary := AuditBridgeRestart, "bridge restarted"
 		switch {
 		case s.info.Fresh:
@@ -111,6 +126,9 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		if rep.Fault.Latched {
 			summary += "; fault latch restored"
 		}
+		if in.CrashFault != nil {
+			summary += "; fault latched: " + in.CrashFault.Reason
+		}
 		details := map[string]any{"report": rep, "stop_sent": in.StopSent, "store": s.info}
 		if in.StopErr != nil {
 			details["stop_error"] = in.StopErr.Error()
@@ -118,12 +136,28 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		for k, v := range in.Details {
 			details[k] = v
 		}
+		if f := in.CrashFault; f != nil {
+			at := f.Since
+			if at.IsZero() {
+				at = now
+			}
+			if err := writeSafetyEvent(ctx, tx, safety.Event{Kind: safety.EventFaultLatched, At: at, TaskID: f.TaskID, By: in.By, Reason: f.Reason}); err != nil {
+				return fmt.Errorf("crash fault: %w", err)
+			}
+		}
 		seq, err := insertAudit(ctx, tx, AuditRecord{At: now, Type: typ, Actor: in.By, Summary: summary}, details)
 		rep.AuditSeq = seq
 		return err
 	})
 	if err != nil {
 		return rep, fmt.Errorf("store: recover: %w", err)
+	}
+	if in.CrashFault != nil {
+		rep.CrashFault = true
+		if !rep.Fault.Latched {
+			rep.Fault = *in.CrashFault
+			rep.Fault.Latched = true
+		}
 	}
 	if len(rep.Interrupted) > 0 || len(rep.ExpiredApprovals) > 0 || rep.EStop.Active || rep.Fault.Latched {
 		s.log.Warn("restart recovery", "interrupted", len(rep.Interrupted), "expired_approvals", len(rep.ExpiredApprovals),

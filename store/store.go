@@ -37,9 +37,9 @@ const (
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultQueueSize bounds the asynchronous writer's queue.
 	DefaultQueueSize = 4096
-	// DefaultLatchWait bounds how long an e-stop or fault latch event
-	// waits, after its stop was sent, for its record to be committed.
-	DefaultLatchWait = 2 * time.Second
+	// DefaultLatchRetry is how soon a latch change whose commit failed is
+	// tried again.
+	DefaultLatchRetry = 200 * time.Millisecond
 	// DefaultIdempotencyTTL is how long idempotency keys are kept: the 24
 	// hours the tool API promises.
 	DefaultIdempotencyTTL = 24 * time.Hour
@@ -110,10 +110,12 @@ type Conf struct {
 	// QueueSize (optional) bounds the asynchronous writer's queue of safety
 	// events and task updates. It defaults to 4096; a full queue drops the
 	// record, counts it (OnDrop) and logs, and never blocks the caller.
+	// Latch changes (e-stop, fault) never enter it: they have their own
+	// unbounded lane and are never dropped.
 	QueueSize int
-	// LatchWait (optional) bounds how long an e-stop or fault latch event
-	// waits for its record to be committed. It defaults to 2s.
-	LatchWait time.Duration
+	// LatchRetry (optional) is how soon a latch change whose commit failed
+	// is tried again. It defaults to 200ms.
+	LatchRetry time.Duration
 	// IdempotencyTTL (optional) is how long idempotency keys live. It
 	// defaults to 24h.
 	IdempotencyTTL time.Duration
@@ -149,8 +151,13 @@ type Info struct {
 	// Fresh is true when Open created the database (a first start).
 	Fresh bool `json:"fresh"`
 	// CleanShutdown is true when the previous run closed the store; false
-	// after a crash (and for a fresh store).
-	CleanShutdown bool `json:"clean_shutdown"`
+	// after a crash (and for a fresh store). A crash stays known across
+	// later runs that close the store without recovering it (Recover
+	// settles it), so a bridge that fails to start after a crash and
+	// shuts down cleanly does not make the crash forgotten. UncleanSince
+	// is when a run first found the store left open.
+	CleanShutdown bool      `json:"clean_shutdown"`
+	UncleanSince  time.Time `json:"unclean_since,omitzero"`
 	// SchemaVersion is the version after migrations; Migrated lists the
 	// migrations this Open applied.
 	SchemaVersion int   `json:"schema_version"`
@@ -169,7 +176,9 @@ type Store struct {
 	w     *sql.DB // the one writer connection
 	r     *sql.DB // read-only connections (audit, task lookups)
 
-	q        chan item  // safety events for the writer goroutine
+	q        chan item // safety events for the writer goroutine
+	seq      atomic.Uint64
+	latches  *latchLane // latch changes for the writer goroutine, unbounded
 	viewsMu  sync.Mutex // guards views
 	views    map[string]taskUpdate
 	viewsSig chan struct{} // cap 1: views has entries
@@ -217,8 +226,8 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	if conf.QueueSize == 0 {
 		conf.QueueSize = DefaultQueueSize
 	}
-	if conf.LatchWait == 0 {
-		conf.LatchWait = DefaultLatchWait
+	if conf.LatchRetry == 0 {
+		conf.LatchRetry = DefaultLatchRetry
 	}
 	if conf.IdempotencyTTL == 0 {
 		conf.IdempotencyTTL = DefaultIdempotencyTTL
@@ -228,8 +237,8 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 		return nil, fmt.Errorf("store: Conf.BusyTimeout must not be negative, got %s", conf.BusyTimeout)
 	case conf.QueueSize < 0:
 		return nil, fmt.Errorf("store: Conf.QueueSize must not be negative, got %d", conf.QueueSize)
-	case conf.LatchWait < 0:
-		return nil, fmt.Errorf("store: Conf.LatchWait must not be negative, got %s", conf.LatchWait)
+	case conf.LatchRetry < 0:
+		return nil, fmt.Errorf("store: Conf.LatchRetry must not be negative, got %s", conf.LatchRetry)
 	case conf.IdempotencyTTL < 0:
 		return nil, fmt.Errorf("store: Conf.IdempotencyTTL must not be negative, got %s", conf.IdempotencyTTL)
 	}
@@ -293,7 +302,7 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 
 	s := &Store{
 		conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, lock: lock,
-		q: make(chan item, conf.QueueSize), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
+		q: make(chan item, conf.QueueSize), latches: newLatchLane(), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.info.Path = path
@@ -341,11 +350,11 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	s.info.SchemaVersion, s.info.Migrated = version, applied
 
-	id, clean, err := s.claim(ctx)
+	id, unclean, err := s.claim(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("store: %s: %w", path, err))
 	}
-	s.info.StoreID, s.info.CleanShutdown = id, clean && !fresh
+	s.info.StoreID, s.info.CleanShutdown, s.info.UncleanSince = id, unclean.IsZero() && !fresh, unclean
 	if haveMarker && mk.StoreID != id {
 		return fail(&OpenError{
 			Path: path, Err: ErrForeign,
@@ -431,9 +440,18 @@ func quickCheck(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// claim reads (or creates) the store id and marks the store as running,
-// reporting whether the previous run shut down cleanly.
-func (s *Store) claim(ctx context.Context) (id string, clean bool, err error) {
+// Keys of the meta table.
+const (
+	metaRunning = "running" // "1" from Open to a clean Close
+	metaUnclean = "unclean" // set by an Open that found "running"; cleared by Recover
+)
+
+// claim reads (or creates) the store id and marks the store as running.
+// It reports when a run found the store left running — the previous
+// process died without closing it — and remembers that in the meta table
+// until Recover settles it: only a run that recovered the store may
+// forget a crash.
+func (s *Store) claim(ctx context.Context) (id string, unclean time.Time, err error) {
 	err = s.tx(ctx, "meta", func(tx *sql.Tx) error {
 		var v string
 		switch err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='store_id'`).Scan(&v); {
@@ -447,17 +465,43 @@ func (s *Store) claim(ctx context.Context) (id string, clean bool, err error) {
 			return err
 		}
 		id = v
-		var running string
-		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='running'`).Scan(&running)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		running, _, err := metaValue(ctx, tx, metaRunning)
+		if err != nil {
 			return err
 		}
-		clean = running != "1"
-		_, err = tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('running', '1')
-			ON CONFLICT(key) DO UPDATE SET value=excluded.value`)
-		return err
+		since, have, err := metaValue(ctx, tx, metaUnclean)
+		if err != nil {
+			return err
+		}
+		switch {
+		case have:
+			if unclean, err = time.Parse(time.RFC3339Nano, since); err != nil {
+				return fmt.Errorf("meta %s=%q: %w", metaUnclean, since, err)
+			}
+		case running == "1":
+			unclean = s.clock.Now().UTC()
+			if err := setMeta(ctx, tx, metaUnclean, unclean.Format(time.RFC3339Nano)); err != nil {
+				return err
+			}
+		}
+		return setMeta(ctx, tx, metaRunning, "1")
 	})
-	return id, clean, err
+	return id, unclean, err
+}
+
+func metaValue(ctx context.Context, tx *sql.Tx, key string) (string, bool, error) {
+	var v string
+	err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+func setMeta(ctx context.Context, tx *sql.Tx, key, value string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?)
+		ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, value)
+	return err
 }
 
 func newID() string {
@@ -526,14 +570,18 @@ func (s *Store) Info() Info {
 // asynchronous writer's queue was full.
 func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
-// Healthy reports whether the store can take writes: it is open, its last
-// write did not fail, and SQLite's write lock can be taken (for /readyz).
+// Healthy reports whether the store can take writes: it is open, no latch
+// change waits after a failed commit, its last write did not fail, and
+// SQLite's write lock can be taken (for /readyz).
 func (s *Store) Healthy(ctx context.Context) error {
 	s.closeMu.RLock()
 	closed := s.closed
 	s.closeMu.RUnlock()
 	if closed {
 		return ErrClosed
+	}
+	if n, err := s.latches.failing(); n > 0 && err != nil {
+		return fmt.Errorf("store: %d %w: %w", n, ErrLatchNotRecorded, err)
 	}
 	if p := s.lastErr.Load(); p != nil {
 		return fmt.Errorf("store: last write failed: %w", *p)
@@ -546,7 +594,9 @@ func (s *Store) Healthy(ctx context.Context) error {
 }
 
 // Close drains the asynchronous writer, marks the shutdown clean and
-// closes the database. It is idempotent.
+// closes the database. A latch change it cannot write is reported, and
+// then the shutdown is not marked clean, so the next run knows. It is
+// idempotent.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	if s.closed {
@@ -558,7 +608,9 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.done
 	var errs []error
-	if _, err := s.w.Exec(`UPDATE meta SET value='0' WHERE key='running'`); err != nil {
+	if n, err := s.latches.failing(); n > 0 {
+		errs = append(errs, fmt.Errorf("%d %w (shutdown not marked clean): %w", n, ErrLatchNotRecorded, err))
+	} else if _, err := s.w.Exec(`UPDATE meta SET value='0' WHERE key='running'`); err != nil {
 		errs = append(errs, fmt.Errorf("mark clean shutdown: %w", err))
 	}
 	// A checkpoint folds the WAL into the database file, so a backup of
