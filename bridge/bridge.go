@@ -150,6 +150,9 @@ func New(conf Conf) (_ *Bridge, err error) {
 	if conf.Config == nil {
 		return nil, errors.New("bridge: Conf.Config is required")
 	}
+	if ac := conf.Config.Safety.AfterCrash; !ac.Valid() {
+		return nil, fmt.Errorf("bridge: safety.after_crash %q is not a policy (allowed: latch_fault, resume)", ac)
+	}
 	if conf.Listen == "" {
 		conf.Listen = "127.0.0.1:8080"
 	}

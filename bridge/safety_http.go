@@ -46,8 +46,26 @@ func writeError(w http.ResponseWriter, code int, e *toolerr.Error) {
 	}})
 }
 
+// writeNotRecorded answers an operator's latch change that is in force in
+// the supervisor but not on the disk: never "ok", and the status as it
+// now is, so the caller knows what holds and what a restart would forget.
+func writeNotRecorded(w http.ResponseWriter, what string, err error, extra map[string]any) {
+	te := toolerr.New(toolerr.Unavailable, "%s, but it is not recorded: %v", what, err).Wrap(err)
+	te.Suggestion = "the change holds while this bridge runs, but a restart would not know it: do not restart the bridge; " +
+		"fix the data dir's disk (GET /readyz says when the store takes writes again) and repeat the request to confirm it is recorded"
+	body := map[string]any{"error": map[string]any{
+		"type": te.Type, "message": te.Message, "retryable": te.Retryable(), "suggestion": te.SuggestionText(),
+	}}
+	for k, v := range extra {
+		body[k] = v
+	}
+	writeJSON(w, http.StatusServiceUnavailable, body)
+}
+
 // handleEStop latches the e-stop. Any authenticated role may press it:
-// stopping is always safe, so it is never gated on anything.
+// stopping is always safe, so it is never gated on anything. The stop
+// goes out first (inside the supervisor's EStop, before any disk write);
+// the answer waits until the latch's record is on the disk.
 func (b *Bridge) handleEStop(w http.ResponseWriter, r *http.Request) {
 	reason, err := decodeReason(r)
 	if err != nil {
@@ -58,14 +76,20 @@ func (b *Bridge) handleEStop(w http.ResponseWriter, r *http.Request) {
 		reason = "e-stop pressed"
 	}
 	by := principalName(r)
-	if err := b.sup.EStop(r.Context(), by, reason); err != nil {
+	stopErr := b.sup.EStop(r.Context(), by, reason)
+	recErr := b.dur.latchRecorded(r.Context())
+	st := b.sup.Status()
+	out := map[string]any{"estop": st.EStop, "text": describeSafety(st)}
+	if stopErr != nil {
 		// The latch is set even when the stop command could not be
 		// delivered; say so.
-		writeJSON(w, http.StatusOK, map[string]any{"estop": b.sup.Status().EStop, "warning": err.Error(), "text": describeSafety(b.sup.Status())})
+		out["warning"] = stopErr.Error()
+	}
+	if recErr != nil {
+		writeNotRecorded(w, "the e-stop is latched and in force", recErr, out)
 		return
 	}
-	st := b.sup.Status()
-	writeJSON(w, http.StatusOK, map[string]any{"estop": st.EStop, "text": describeSafety(st)})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (b *Bridge) handleEStopReset(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +101,14 @@ func (b *Bridge) handleEStopReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, toolerr.As(err))
 		return
 	}
+	recErr := b.dur.latchRecorded(r.Context())
 	st := b.sup.Status()
-	writeJSON(w, http.StatusOK, map[string]any{"estop": st.EStop, "text": describeSafety(st)})
+	out := map[string]any{"estop": st.EStop, "text": describeSafety(st)}
+	if recErr != nil {
+		writeNotRecorded(w, "the e-stop is reset in the supervisor", recErr, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (b *Bridge) handleFaultClear(w http.ResponseWriter, r *http.Request) {
@@ -90,8 +120,14 @@ func (b *Bridge) handleFaultClear(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, toolerr.As(err))
 		return
 	}
+	recErr := b.dur.latchRecorded(r.Context())
 	st := b.sup.Status()
-	writeJSON(w, http.StatusOK, map[string]any{"fault": st.Fault, "text": describeSafety(st)})
+	out := map[string]any{"fault": st.Fault, "text": describeSafety(st)}
+	if recErr != nil {
+		writeNotRecorded(w, "the fault is cleared in the supervisor", recErr, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (b *Bridge) handleSafety(w http.ResponseWriter, _ *http.Request) {

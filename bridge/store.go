@@ -11,6 +11,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/console"
 	"github.com/robot-bridge/robot-bridge/events"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/metrics"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/store"
@@ -64,7 +65,10 @@ func (b *Bridge) openDurable() error {
 }
 
 // SafetyEvent implements safety.Observer: metrics at once, the store
-// through its queue (a latch change waits, bounded, for its commit).
+// through its writer. It never waits on the disk: a latch change goes to
+// the store's unbounded latch lane and is never dropped, and whoever must
+// not answer before it is on the disk (the operator's e-stop, reset and
+// clear) waits with latchRecorded.
 func (d *durable) SafetyEvent(e safety.Event) {
 	d.m.SafetyEvent(e)
 	d.st.SafetyEvent(e)
@@ -153,11 +157,32 @@ func (t durableTasks) Cancel(ctx context.Context, id, by string) (actions.TaskVi
 	return v, err
 }
 
+// latchRecordWait bounds how long an operator's e-stop, reset or clear
+// waits for its latch record to reach the disk before it is answered
+// that the latch is in force but not recorded.
+const latchRecordWait = 5 * time.Second
+
+// latchRecorded waits until every latch change the supervisor has emitted
+// so far is committed to the disk (synchronous=FULL). Its error says the
+// change is in force in the supervisor but not recorded.
+func (d *durable) latchRecorded(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, latchRecordWait)
+	defer cancel()
+	return d.st.SyncLatches(ctx)
+}
+
+// CrashFaultReason is the reason of the fault a bridge latches at start
+// when it finds it was not shut down cleanly (safety.after_crash:
+// latch_fault, the default).
+const CrashFaultReason = "the bridge restarted after an unclean shutdown"
+
 // recoverDurable runs before the API opens (DESIGN.md §4, invariant 8):
-// the latches the store remembers are restored into the supervisor, a
-// stop is sent to the robot, then the store settles what the previous run
-// left — live tasks interrupted, pending approvals expired, grants ended —
-// and audits the restart. Only then may the listener open.
+// the latches the store remembers are restored into the supervisor — and,
+// when the previous run did not shut down cleanly, a fault that only an
+// operator clears (safety.after_crash) — a stop is sent to the robot, then
+// the store settles what the previous run left — live tasks interrupted,
+// pending approvals expired, grants ended — records the crash fault and
+// audits the restart. Only then may the listener open.
 func (b *Bridge) recoverDurable(ctx context.Context) error {
 	d := b.dur
 	estop, fault, err := d.st.Latches(ctx)
@@ -165,6 +190,19 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 		return fmt.Errorf("bridge: read latches: %w", err)
 	}
 	b.sup.RestoreLatches(estop, fault)
+	var crash *safety.FaultStatus
+	if info := d.st.Info(); !info.Fresh && !info.CleanShutdown {
+		switch b.conf.Config.Safety.AfterCrash.Policy() {
+		case hwconfig.AfterCrashResume:
+			b.log.Warn("the previous run did not shut down cleanly; starting without a latched fault (safety.after_crash: resume)",
+				"unclean_since", info.UncleanSince)
+		default:
+			crash = &safety.FaultStatus{Latched: true, Reason: CrashFaultReason, Since: b.clock.Now()}
+			// Latched before the stop and long before the API opens; a
+			// fault latched already keeps its own cause.
+			b.sup.RestoreLatches(safety.EStopStatus{}, *crash)
+		}
+	}
 	stopErr := b.sup.Stop(ctx, "bridge", "bridge start: the robot is stopped before the API opens")
 	if stopErr != nil {
 		// The robot's own watchdog stops it when commands stop arriving
@@ -172,11 +210,19 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 		b.log.Warn("stop at start not delivered", "err", stopErr)
 	}
 	rep, err := d.st.Recover(ctx, store.RecoverInput{
-		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr,
+		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr, CrashFault: crash,
 		Details: map[string]any{"robot": b.conf.Config.Robot.ID, "transport": string(b.conf.Config.Transport.Kind)},
 	})
 	if err != nil {
 		return fmt.Errorf("bridge: restart recovery: %w", err)
+	}
+	if crash != nil {
+		// Recorded with the restart; the bus and the metrics learn of it
+		// like of any fault.
+		e := safety.Event{Kind: safety.EventFaultLatched, At: crash.Since, By: "bridge", Reason: crash.Reason}
+		d.m.SafetyEvent(e)
+		b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
+		b.log.Warn("the previous run did not shut down cleanly: fault latched; an operator must clear it", "reason", crash.Reason)
 	}
 	d.mu.Lock()
 	d.report, d.recovered = rep, true
@@ -192,7 +238,7 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 	b.bus.Publish(events.TypeSystem, b.clock.Now(), map[string]any{"event": "start", "recovery": rep})
 	b.log.Info("restart recovery done", "fresh", rep.Fresh, "clean_shutdown", rep.CleanShutdown,
 		"interrupted", len(rep.Interrupted), "expired_approvals", len(rep.ExpiredApprovals),
-		"estop_latched", rep.EStop.Active, "fault_latched", rep.Fault.Latched, "stop_sent", stopErr == nil)
+		"estop_latched", rep.EStop.Active, "fault_latched", rep.Fault.Latched, "crash_fault", rep.CrashFault, "stop_sent", stopErr == nil)
 	return nil
 }
 
@@ -217,12 +263,16 @@ func (b *Bridge) closeDurable(ctx context.Context) error {
 }
 
 // readyDurable is GET /readyz: the robot link is up, the supervisor has
-// state and the store takes writes.
+// state and the store takes writes, with no latch change it failed to
+// record.
 func (b *Bridge) readyDurable(ctx context.Context) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	if err := b.dur.st.Healthy(ctx); err != nil {
+		if errors.Is(err, store.ErrLatchNotRecorded) {
+			return errors.New("store not writable: a latch change is in force but not recorded")
+		}
 		return errors.New("store not writable")
 	}
 	return nil
