@@ -34,6 +34,7 @@ import (
 // bridge is dead, which the simulator's stop counter shows. Then the
 // bridge starts again on the same data dir and must report the task
 // interrupted, the robot stopped, the restart audited with its stop sent,
+// the crash fault latched (which the test then clears as the operator),
 // every record written before the kill still present, and a retry with
 // the same idempotency key answered with the old task and no new motion.
 //
