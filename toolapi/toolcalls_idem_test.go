@@ -179,10 +179,14 @@ func TestToolCalls_SameIDOtherArgumentsConflict(t *testing.T) {
 		conflict bool
 		message  string
 	}{
-		{name: "other arguments", tool: "move_base_to", arguments: `{"location": "dock"}`, conflict: true,
-			message: `tool call id "call_1" in session "conv-1" was already used by a move_base_to call with other arguments (task t-1)`},
-		{name: "another tool", tool: "move_arm_to", arguments: `{"pose": "ready"}`, conflict: true,
-			message: `tool call id "call_1" in session "conv-1" was already used by a move_base_to call (task t-1)`},
+		{
+			name: "other arguments", tool: "move_base_to", arguments: `{"location": "dock"}`, conflict: true,
+			message: `tool call id "call_1" in session "conv-1" was already used by a move_base_to call with other arguments (task t-1)`,
+		},
+		{
+			name: "another tool", tool: "move_arm_to", arguments: `{"pose": "ready"}`, conflict: true,
+			message: `tool call id "call_1" in session "conv-1" was already used by a move_base_to call (task t-1)`,
+		},
 		{name: "same arguments written differently", tool: "move_base_to", arguments: "```json\n{'location': 'table',}\n```"},
 	}
 	for _, tc := range cases {
