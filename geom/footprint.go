@@ -144,8 +144,13 @@ func (f *Footprint) sweep(a, b Point, margin float64) (Contact, bool) {
 		}
 		// The distance the sweep must keep: the radius, or less when the
 		// start already overlaps, but never touching (a zero radius is a
-		// point that may not cross an edge).
-		need := math.Max(math.Min(r, s.Distance(a, r+Touch))-Touch, Touch)
+		// point that may not cross an edge). The check forgives rounding
+		// (Touch); Reach, whose answer must pass that check, does not.
+		need := math.Min(r, s.Distance(a, r+Touch))
+		if margin == 0 {
+			need -= Touch
+		}
+		need = math.Max(need, Touch)
 		if d := s.SegmentDistance(a, b, need); d >= need {
 			return
 		}
