@@ -28,22 +28,15 @@ type Footprint struct {
 }
 
 // shape returns the shape at index i (OutsideWorkspace for the workspace)
-// and whether the disc must stay inside it.
+// and whether the disc must stay inside it; s is nil for an unset
+// workspace. Loops run i from OutsideWorkspace to len(Obstacles)-1 (plain
+// loops, not callbacks, so that nothing escapes to the heap on the
+// monitor's path).
 func (f *Footprint) shape(i int) (s *Shape, inside bool) {
 	if i == OutsideWorkspace {
 		return f.Workspace, true
 	}
 	return f.Obstacles[i], false
-}
-
-// each calls fn for the workspace (when set), then every obstacle.
-func (f *Footprint) each(fn func(i int, s *Shape, inside bool)) {
-	if f.Workspace != nil {
-		fn(OutsideWorkspace, f.Workspace, true)
-	}
-	for i, s := range f.Obstacles {
-		fn(i, s, false)
-	}
 }
 
 func (f *Footprint) radius() float64 {
@@ -67,7 +60,11 @@ func (f *Footprint) clearance(p Point, r float64) (float64, int) {
 		return math.NaN(), OutsideWorkspace
 	}
 	best, who := math.Inf(1), OutsideWorkspace
-	f.each(func(i int, s *Shape, inside bool) {
+	for i := OutsideWorkspace; i < len(f.Obstacles); i++ {
+		s, inside := f.shape(i)
+		if s == nil {
+			continue
+		}
 		var c float64
 		if s.Inside(p) == inside {
 			// Only an edge nearer than best+r can lower the minimum.
@@ -78,7 +75,7 @@ func (f *Footprint) clearance(p Point, r float64) (float64, int) {
 		if c < best {
 			best, who = c, i
 		}
-	})
+	}
 	return best, who
 }
 
@@ -134,13 +131,17 @@ func (f *Footprint) sweep(a, b Point, margin float64) (Contact, bool) {
 			best, hit = Contact{Shape: i, T: t}, true
 		}
 	}
-	f.each(func(i int, s *Shape, inside bool) {
+	for i := OutsideWorkspace; i < len(f.Obstacles); i++ {
+		s, inside := f.shape(i)
+		if s == nil {
+			continue
+		}
 		if s.Inside(a) != inside {
 			record(i, 0)
-			return
+			continue
 		}
 		if !inside && s.bounds.grow(r).gap(boxOf(a, b)) > 0 {
-			return // the whole sweep is farther than r from this obstacle
+			continue // the whole sweep is farther than r from this obstacle
 		}
 		// The distance the sweep must keep: the radius, or less when the
 		// start already overlaps, but never touching (a zero radius is a
@@ -152,51 +153,79 @@ func (f *Footprint) sweep(a, b Point, margin float64) (Contact, bool) {
 		}
 		need = math.Max(need, Touch)
 		if d := s.SegmentDistance(a, b, need); d >= need {
-			return
+			continue
 		}
 		t, ok := s.FirstContact(a, b, need)
 		if !ok {
 			t = 0 // rounding disagreed with the distance: fail safe
 		}
 		record(i, t)
-	})
+	}
 	return best, hit
 }
 
 // SweptClearance returns the least clearance of the disc along the
 // straight segment from a to b (negative: the deepest overlap, exact while
 // the centre stays on the right side of every edge, at most -Radius once
-// it crosses one) and the shape it belongs to. The breach monitor uses it
-// on the path a braking robot will take.
+// it crosses one) and the shape it belongs to.
 func (f *Footprint) SweptClearance(a, b Point) (float64, int) {
-	if !finitePoint(a) || !finitePoint(b) {
-		return math.NaN(), OutsideWorkspace
+	return f.PathClearance([]Point{a, b})
+}
+
+// PathClearance is SweptClearance along the polyline through pts: the
+// breach monitor asks it of the path a braking robot will take. Each
+// vertex is located once per shape, and a shape whose bounding box is
+// too far from the path to lower the answer is skipped.
+func (f *Footprint) PathClearance(pts []Point) (float64, int) {
+	if len(pts) == 0 {
+		return math.Inf(1), OutsideWorkspace
+	}
+	pb := box{math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)}
+	for _, p := range pts {
+		if !finitePoint(p) {
+			return math.NaN(), OutsideWorkspace
+		}
+		pb = box{math.Min(pb.minX, p.X), math.Min(pb.minY, p.Y), math.Max(pb.maxX, p.X), math.Max(pb.maxY, p.Y)}
 	}
 	r := f.radius()
 	best, who := math.Inf(1), OutsideWorkspace
-	f.each(func(i int, s *Shape, inside bool) {
-		var c float64
-		inA, inB := s.Inside(a) == inside, s.Inside(b) == inside
-		switch {
-		case !inA || !inB:
-			depth := 0.0
-			for _, p := range [2]Point{a, b} {
-				if s.Inside(p) != inside {
-					depth = math.Max(depth, s.Distance(p, math.Inf(1)))
+	for i := OutsideWorkspace; i < len(f.Obstacles); i++ {
+		s, inside := f.shape(i)
+		if s == nil {
+			continue
+		}
+		if !inside && s.bounds.gap(pb)-r > best {
+			continue
+		}
+		c := math.Inf(1)
+		prevOK := s.Inside(pts[0]) == inside
+		if !prevOK {
+			c = -r - s.Distance(pts[0], math.Inf(1))
+		}
+		if len(pts) == 1 && prevOK {
+			c = s.Distance(pts[0], best+r) - r
+		}
+		for k := 1; k < len(pts); k++ {
+			ok := s.Inside(pts[k]) == inside
+			switch {
+			case !ok:
+				c = math.Min(c, -r-s.Distance(pts[k], math.Inf(1)))
+			case prevOK:
+				d := s.SegmentDistance(pts[k-1], pts[k], math.Min(best, c)+r)
+				if d == 0 {
+					c = math.Min(c, -r) // the centre crosses an edge and comes back
+				} else {
+					c = math.Min(c, d-r)
 				}
+			default:
+				c = math.Min(c, -r)
 			}
-			c = -r - depth
-		default:
-			d := s.SegmentDistance(a, b, best+r)
-			c = d - r
-			if d == 0 {
-				c = -r // the centre crosses an edge and comes back
-			}
+			prevOK = ok
 		}
 		if c < best {
 			best, who = c, i
 		}
-	})
+	}
 	return best, who
 }
 

@@ -35,9 +35,13 @@ func (f *Footprint) Nearest(q Point, margin float64) (Point, bool) {
 		return q, true
 	}
 	var feats []feature
-	f.each(func(_ int, s *Shape, _ bool) {
-		for i := range s.poly {
-			a, b := s.edge(i)
+	for i := OutsideWorkspace; i < len(f.Obstacles); i++ {
+		s, _ := f.shape(i)
+		if s == nil {
+			continue
+		}
+		for k := range s.poly {
+			a, b := s.edge(k)
 			feats = append(feats, feature{circle: true, a: a, r: rr, bb: box{a.X - rr, a.Y - rr, a.X + rr, a.Y + rr}})
 			l := math.Hypot(b.X-a.X, b.Y-a.Y)
 			if l == 0 || rr == 0 {
@@ -49,7 +53,7 @@ func (f *Footprint) Nearest(q Point, margin float64) (Point, bool) {
 				feats = append(feats, feature{a: p, b: e, bb: boxOf(p, e)})
 			}
 		}
-	})
+	}
 	best, bestD, found := Point{}, math.Inf(1), false
 	try := func(p Point) {
 		if d := math.Hypot(p.X-q.X, p.Y-q.Y); d < bestD && fits(p) {

@@ -501,12 +501,7 @@ func (l *Limits) Breach(s robot.State, tol float64) string {
 		return fmt.Sprintf("the base velocity (%v m/s, %v rad/s) is not a finite number", s.Velocity.V, s.Velocity.W)
 	}
 	path := l.brakingPath(s)
-	stop, whoStop := now, who
-	for i := 1; i < len(path); i++ {
-		if c, w := l.fp.SweptClearance(path[i-1], path[i]); c < stop || math.IsNaN(c) {
-			stop, whoStop = c, w
-		}
-	}
+	stop, whoStop := l.fp.PathClearance(path[:])
 	if !(stop >= -geom.Touch) && !(stop >= now-tol) {
 		dist := math.Abs(s.Velocity.V)*l.reaction + brakeDistance(s.Velocity.V, l.decel)
 		return l.breachText(whoStop, p, -stop, fmt.Sprintf("braking from %.2f m/s (%.2f m) would ", math.Abs(s.Velocity.V), dist))
