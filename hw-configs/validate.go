@@ -76,6 +76,10 @@ type validator struct {
 	// bounds and workspace are set once their polygons are known good, so
 	// containment checks never run against a broken polygon.
 	bounds, workspace geom.Polygon
+	// fp is the base's footprint among the obstacles, built on first use
+	// by footprint(); fpNames names its obstacles.
+	fp      *geom.Footprint
+	fpNames []placeName
 }
 
 // finiteAndDurations walks every field: NaN or ±Inf anywhere numeric is
@@ -500,28 +504,97 @@ func (v *validator) gripper() {
 	}
 }
 
-// place checks that a base position is inside the workspace and outside
-// every keep-out region.
+// place checks that the base's footprint, a disc of base.radius, fits at
+// a base position: its centre inside the workspace and at least the
+// radius from the workspace's edge, from every surface (tables, shelves)
+// and from every keep-out region. A named location that fails this would
+// only be refused later, on every move_base_to, so it is refused here,
+// with the nearest point where the footprint fits.
 func (v *validator) place(field string, x, y float64) {
 	if v.workspace == nil || !finite(x, y) {
 		return
 	}
+	fp, names := v.footprint()
 	q := geom.Point{X: x, Y: y}
-	if !v.workspace.Contains(q) {
-		v.p.add(field, [2]float64{x, y}, "inside base.workspace: "+v.workspace.Describe(),
-			"(%g, %g) is outside the workspace", x, y)
+	c, who := fp.Clearance(q)
+	if c >= -geom.Touch {
 		return
 	}
-	for i, r := range v.c.World.Regions {
-		if !r.KeepOut || v.p.has(fmt.Sprintf("world.regions[%d].polygon", i)) || len(r.Polygon) < 3 {
-			continue
-		}
-		if r.Poly().Contains(q) {
-			v.p.add(field, [2]float64{x, y}, "a point outside every keep-out region",
-				"(%g, %g) is inside keep-out region %q", x, y, r.Name)
+	r := fp.Radius
+	near := ""
+	if p, ok := fp.Nearest(q, 0.002); ok {
+		near = fmt.Sprintf("; the nearest point where it fits is (%.3f, %.3f)", p.X, p.Y)
+	}
+	if who == geom.OutsideWorkspace || !fp.Workspace.Inside(q) {
+		allowed := fmt.Sprintf("a centre at least base.radius (%g m) inside base.workspace: %s", r, v.workspace.Describe())
+		if !fp.Workspace.Inside(q) {
+			v.p.add(field, [2]float64{x, y}, allowed, "(%g, %g) is outside the workspace%s", x, y, near)
 			return
 		}
+		v.p.add(field, [2]float64{x, y}, allowed,
+			"(%g, %g) is %.3g m from the workspace edge, so the base's footprint (radius %g m) leaves it%s",
+			x, y, fp.Workspace.Distance(q, math.Inf(1)), r, near)
+		return
 	}
+	n := names[who]
+	sh := fp.Obstacles[who]
+	allowed := fmt.Sprintf("a point outside every keep-out region by at least base.radius (%g m)", r)
+	kind := "keep-out region"
+	if n.surface {
+		allowed = fmt.Sprintf("a point at least base.radius (%g m) from every surface", r)
+		kind = "surface"
+	}
+	if sh.Inside(q) {
+		v.p.add(field, [2]float64{x, y}, allowed, "(%g, %g) is inside %s %q%s", x, y, kind, n.name, near)
+		return
+	}
+	v.p.add(field, [2]float64{x, y}, allowed,
+		"(%g, %g) is %.3g m from %s %q, so the base's footprint (radius %g m) overlaps it%s",
+		x, y, sh.Distance(q, math.Inf(1)), kind, n.name, r, near)
+}
+
+// placeName names one obstacle of the validator's footprint.
+type placeName struct {
+	name    string
+	surface bool
+}
+
+// footprint builds, once, the base's footprint among the config's
+// obstacles: keep-out regions and surfaces whose polygons are usable (a
+// broken one is reported on its own field).
+func (v *validator) footprint() (*geom.Footprint, []placeName) {
+	if v.fp != nil {
+		return v.fp, v.fpNames
+	}
+	ws, err := geom.NewShape(v.workspace)
+	if err != nil {
+		ws = nil
+	}
+	r := v.c.Base.Radius
+	if !finite(r) || r < 0 {
+		r = 0 // reported on base.radius
+	}
+	v.fp = &geom.Footprint{Radius: r, Workspace: ws}
+	add := func(field string, pts []Point2, n placeName) {
+		if len(pts) < 3 || v.p.has(field) {
+			return
+		}
+		sh, err := geom.NewShape(toPolygon(pts))
+		if err != nil {
+			return
+		}
+		v.fp.Obstacles = append(v.fp.Obstacles, sh)
+		v.fpNames = append(v.fpNames, n)
+	}
+	for i, rg := range v.c.World.Regions {
+		if rg.KeepOut {
+			add(fmt.Sprintf("world.regions[%d].polygon", i), rg.Polygon, placeName{name: rg.Name})
+		}
+	}
+	for i, sf := range v.c.World.Surfaces {
+		add(fmt.Sprintf("world.surfaces[%d].polygon", i), sf.Polygon, placeName{name: sf.Name, surface: true})
+	}
+	return v.fp, v.fpNames
 }
 
 func (v *validator) locations() {

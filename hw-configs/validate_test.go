@@ -211,3 +211,58 @@ func TestValidate_NonConvexBoundsAndWorkspace(t *testing.T) {
 		})
 	}
 }
+
+func TestValidate_LocationsLeaveRoomForTheFootprint(t *testing.T) {
+	// The base is a disc of base.radius (0.3 m in the shipped config): a
+	// named location or start pose whose centre is inside the workspace
+	// but whose footprint is not is refused at load time, naming the
+	// location, the obstacle and the nearest point where the base fits.
+	at := func(name string, x, y float64) func(c *Config) {
+		return func(c *Config) {
+			l := c.Locations[name]
+			l.X, l.Y = x, y
+			c.Locations[name] = l
+		}
+	}
+	tests := []struct {
+		name      string
+		mutate    func(c *Config)
+		field     string
+		allowedIn string
+		problem   string
+	}{
+		{"table location overlapping the table", at("table", 1.7, 1.0), "locations.table", "from every surface", `0.2 m from surface "table", so the base's footprint (radius 0.3 m) overlaps it; the nearest point where it fits is (1.598, 1.000)`},
+		{"table location on the table", at("table", 2.5, 1.0), "locations.table", "from every surface", `inside surface "table"`},
+		{"dock footprint over the workspace edge", at("dock", -4.4, -4.0), "locations.dock", "inside base.workspace", "from the workspace edge, so the base's footprint (radius 0.3 m) leaves it; the nearest point where it fits is (-4.198, -4.000)"},
+		{"home next to the stairs", at("home", 3.45, -4.0), "locations.home", "outside every keep-out region by at least", `0.15 m from keep-out region "stairs"`},
+		{"a larger base no longer fits at the dock", func(c *Config) { c.Base.Radius = 0.6 }, "locations.dock", "at least base.radius (0.6 m) inside base.workspace", "leaves it"},
+		{"sim start against the table", func(c *Config) { c.Sim.Start = Location{X: 2.5, Y: 0.3} }, "sim.start", "from every surface", `surface "table"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Given the shipped config with one base position moved
+			c := loadShipped(t)
+			tt.mutate(c)
+
+			// When it is validated
+			err := c.Validate()
+
+			// Then the position is refused, naming what it overlaps
+			fe := requireProblem(t, err, tt.field, tt.allowedIn)
+			require.Contains(t, fe.Problem, tt.problem)
+		})
+	}
+}
+
+func TestValidate_LocationOneRadiusFromAnObstacleIsAccepted(t *testing.T) {
+	// Given locations exactly one base radius from the table, the stairs
+	// and the workspace edge (touching is allowed)
+	c := loadShipped(t)
+	c.Locations["table"] = Location{X: 1.6, Y: 1.0}
+	c.Locations["stairs_top"] = Location{X: 4.0, Y: -2.7}
+	c.Locations["east_wall"] = Location{X: 4.2, Y: 0}
+
+	// When it is validated
+	// Then it is accepted
+	require.NoError(t, c.Validate())
+}
