@@ -43,6 +43,15 @@
 // once rather than at its next check. The TTL timer of an approve-once
 // grant whose task already started does not call it.
 //
+// The latches (Conf.Latched, wired to the supervisor) end calls still being
+// planned: while an e-stop or a fault is latched, [Service.Request] files
+// nothing and returns the latch's refusal, and [Service.Approve] — which
+// checks at the moment of the decision, under the lock that decides —
+// refuses with a [LatchedError] and withdraws the request, since its
+// motion was planned for a robot that has since been stopped (a denial is
+// still accepted). When the e-stop latches, [Service.WithdrawAll] withdraws
+// every pending request, not only the live task's.
+//
 // Every change goes through the optional [Store] before it takes effect, so
 // the SQLite store can persist requests, decisions and grants, and is
 // announced on [Service.Subscribe] for the console's event stream and the
@@ -58,7 +67,10 @@
 //
 // Errors are {"error":{"type":…,"message":…}} with the toolerr type names:
 // 400 INVALID_PARAMS, 404 NOT_FOUND, 409 CONFLICT (the request is no longer
-// pending, the grant is already revoked), 503 UNAVAILABLE (service closed).
+// pending, the grant is already revoked, or an approval came while an
+// e-stop or fault was latched, which withdrew the request), 413 and 415
+// INVALID_PARAMS (a body too large, or not sent as application/json), 503
+// UNAVAILABLE (service closed).
 // The handler does no authentication: the bridge's router only lets the
 // operator role reach it.
 //

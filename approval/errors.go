@@ -21,7 +21,29 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrClosed: the service was closed.
 	ErrClosed = errors.New("approval service closed")
+	// ErrLatched: an e-stop or a fault is latched (Conf.Latched said so),
+	// so the request could not be approved; the *LatchedError says which.
+	ErrLatched = errors.New("a safety latch is set")
 )
+
+// LatchedError is Approve's refusal while an e-stop or a fault is latched.
+// The request it names was withdrawn: the motion was planned for a robot
+// that has since been stopped, so it must be asked for again once an
+// operator has reset the latch. It matches ErrLatched and whatever
+// Conf.Latched returned (safety.ErrEStopActive, safety.ErrFaultLatched).
+type LatchedError struct {
+	ApprovalID string
+	// Err is Conf.Latched's refusal, which says what is latched.
+	Err error
+}
+
+func (e *LatchedError) Error() string {
+	return fmt.Sprintf("approval %s was not approved: %v; the request was withdrawn and nothing will move on it — the agent must call again after the reset",
+		e.ApprovalID, e.Err)
+}
+
+// Unwrap returns ErrLatched and the latch's own error.
+func (e *LatchedError) Unwrap() []error { return []error{ErrLatched, e.Err} }
 
 // NotFoundError says what kind of thing was not found.
 type NotFoundError struct {

@@ -16,6 +16,7 @@ import (
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -93,6 +94,23 @@ func decision(t testing.TB, ch <-chan actions.Decision) actions.Decision {
 	_, more := <-ch
 	require.False(t, more, "decision channel delivered more than one decision")
 	return d
+}
+
+// delivered is decision for a channel that must already hold the
+// decision: the service delivers before the call that decided returns, so
+// a missing one is a failure, not something to wait for.
+func delivered(t testing.TB, ch <-chan actions.Decision) actions.Decision {
+	t.Helper()
+	select {
+	case d, ok := <-ch:
+		require.True(t, ok, "decision channel closed without a decision")
+		_, more := <-ch
+		require.False(t, more, "decision channel delivered more than one decision")
+		return d
+	default:
+		t.Fatal("no decision delivered")
+		return actions.Decision{}
+	}
 }
 
 // nextEvent reads one event; the service publishes before returning, so
@@ -265,3 +283,57 @@ func newEndFixture(t testing.TB, mods ...func(*Conf)) (*fixture, *endLog) {
 	l.mu.Unlock()
 	return f, l
 }
+
+// fakeLatch is a hand-written Conf.Latched: set says what is latched (nil
+// for nothing). It counts the calls made without the service's decision
+// lock held, which would let a latch slip between check and decision.
+type fakeLatch struct {
+	mu       sync.Mutex
+	svc      *Service // guarded by mu
+	err      error    // guarded by mu
+	calls    int      // guarded by mu
+	unlocked int      // guarded by mu
+}
+
+func (l *fakeLatch) set(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = err
+}
+
+func (l *fakeLatch) check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if l.svc != nil && l.svc.decideMu.TryLock() {
+		l.svc.decideMu.Unlock()
+		l.unlocked++
+	}
+	return l.err
+}
+
+// requireChecked fails unless Latched was asked, always under decideMu.
+func (l *fakeLatch) requireChecked(t testing.TB) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Positive(t, l.calls, "Latched was never consulted")
+	require.Zero(t, l.unlocked, "Latched was consulted without the decision lock")
+}
+
+// newLatchFixture is a fixture whose Conf.Latched is a fakeLatch.
+func newLatchFixture(t testing.TB, mods ...func(*Conf)) (*fixture, *fakeLatch) {
+	t.Helper()
+	l := &fakeLatch{}
+	f := newFixture(t, append([]func(*Conf){func(c *Conf) { c.Latched = l.check }}, mods...)...)
+	l.mu.Lock()
+	l.svc = f.svc
+	l.mu.Unlock()
+	return f, l
+}
+
+// Latch refusals shaped like the supervisor's.
+var (
+	errEStop = toolerr.New(toolerr.EStopActive, "the e-stop is latched (pressed by bob: demo); nothing moves until an operator resets it").Wrap(safety.ErrEStopActive)
+	errFault = toolerr.New(toolerr.SafetyViolation, "a fault is latched (recovery failed); nothing moves until an operator clears it").Wrap(safety.ErrFaultLatched)
+)

@@ -245,6 +245,7 @@ func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		inv *InvalidError
 		nf  *NotFoundError
 		np  *NotPendingError
+		le  *LatchedError
 	)
 	switch {
 	case errors.As(err, &inv):
@@ -253,6 +254,8 @@ func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, toolerr.NotFound, nf.Error())
 	case errors.As(err, &np):
 		writeError(w, http.StatusConflict, toolerr.Conflict, np.Error()+"; nothing changed")
+	case errors.As(err, &le):
+		writeError(w, http.StatusConflict, toolerr.Conflict, le.Error())
 	case errors.Is(err, ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, toolerr.Unavailable, "the approval service is shutting down")
 	default:

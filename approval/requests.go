@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +24,9 @@ type waiter struct {
 
 // Request implements actions.Approver. It files a pending request, or — when
 // an active scoped grant covers the call — records it as approved by that
-// grant and delivers the approval at once. Errors are *toolerr.Error.
+// grant and delivers the approval at once. While Conf.Latched reports an
+// e-stop or a fault, nothing is filed or approved and its error is
+// returned. Errors are *toolerr.Error.
 func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (string, <-chan actions.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, toolerr.New(toolerr.Internal, "the approval request was abandoned: %v", err).Wrap(err)
@@ -56,6 +59,13 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 	defer s.decideMu.Unlock()
 	if s.closed {
 		return "", nil, toolerr.New(toolerr.Unavailable, "the approval service is shutting down").Wrap(ErrClosed)
+	}
+	if err := s.latchedLocked(); err != nil {
+		s.log.Info("approval request refused: a safety latch is set", "task_id", r.TaskID, "tool", r.Tool, "err", err)
+		if toolerr.As(err) != nil {
+			return "", nil, err
+		}
+		return "", nil, toolerr.New(toolerr.SafetyViolation, "no approval request was filed: %v", err).Wrap(err)
 	}
 	now := s.clock.Now()
 	if n := s.pendingCount(now); n >= s.maxPending {
@@ -153,13 +163,51 @@ func (s *Service) Withdraw(approvalID, reason string) {
 		s.log.Debug("withdraw of a request that is not pending", "approval_id", approvalID)
 		return
 	}
+	if strings.TrimSpace(reason) == "" {
+		reason = "the task was cancelled"
+	}
+	s.withdrawLocked(a, w, reason)
+}
+
+// WithdrawAll withdraws every pending request, of every task, as Withdraw
+// does one: each waiter receives a Cancelled decision with reason, and
+// each withdrawal is recorded (cancelled, by SystemActor) and announced.
+// The supervisor's side calls it when the e-stop latches, so that no
+// motion planned before the latch can be approved after the reset. A
+// request already past its TTL is expired instead and not counted. It
+// returns how many requests it withdrew; after Close it does nothing.
+func (s *Service) WithdrawAll(reason string) int {
+	if strings.TrimSpace(reason) == "" {
+		reason = "every pending approval request was withdrawn"
+	}
+	s.decideMu.Lock()
+	defer s.decideMu.Unlock()
+	if s.closed {
+		return 0
+	}
+	n := 0
+	for _, id := range slices.Clone(s.order) {
+		a, w := s.pendingLocked(id)
+		if a == nil {
+			continue
+		}
+		if s.withdrawLocked(a, w, reason) {
+			n++
+		}
+	}
+	s.log.Info("every pending approval withdrawn", "count", n, "reason", reason)
+	return n
+}
+
+// withdrawLocked ends a pending request Cancelled with reason, or Expired
+// when its TTL has already passed; it reports whether it was withdrawn.
+// Like an expiry, a withdrawal is a decline: it takes effect even when the
+// store fails. Caller holds decideMu.
+func (s *Service) withdrawLocked(a *Approval, w *waiter, reason string) bool {
 	now := s.clock.Now()
 	if !now.Before(a.ExpiresAt) {
 		s.expireLocked(a, w)
-		return
-	}
-	if strings.TrimSpace(reason) == "" {
-		reason = "the task was cancelled"
+		return false
 	}
 	rec := *a
 	rec.Status, rec.DecidedAt, rec.DecidedBy, rec.Reason = StatusCancelled, &now, SystemActor, reason
@@ -167,7 +215,8 @@ func (s *Service) Withdraw(approvalID, reason string) {
 		s.log.Error("could not record a withdrawn approval request; withdrawing it anyway", "approval_id", a.ID, "err", err)
 	}
 	s.finishLocked(&rec, w, actions.Decision{Cancelled: true, Reason: reason, By: SystemActor}, EventApprovalCancelled)
-	s.log.Info("approval withdrawn", "approval_id", a.ID, "reason", reason)
+	s.log.Info("approval withdrawn", "approval_id", a.ID, "task_id", a.TaskID, "reason", reason)
+	return true
 }
 
 // pendingLocked returns the request and its waiter if it is pending.
@@ -292,6 +341,14 @@ type GrantSpec struct {
 // that is no longer pending gives a *NotPendingError (ErrNotPending), an
 // unknown id a *NotFoundError (ErrNotFound), a bad scope or TTL an
 // *InvalidError (ErrInvalid).
+//
+// The latches are checked at the moment of the decision, under the lock
+// that decides: while Conf.Latched reports an e-stop or a fault, Approve
+// creates no grant, withdraws the request (its task gets a Cancelled
+// decision naming the latch) and returns a *LatchedError (ErrLatched).
+// Withdrawn rather than left pending, because the motion was planned for
+// a robot that has since been stopped: approving it after the reset would
+// run a plan nobody re-checked (the operator API answers 409).
 func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOptions) (Approval, error) {
 	if err := checkName("by", by); err != nil {
 		return Approval{}, err
@@ -304,6 +361,10 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 	a, w, err := s.decidable(id)
 	if err != nil {
 		return Approval{}, err
+	}
+	if lerr := s.latchedLocked(); lerr != nil {
+		s.withdrawLocked(a, w, fmt.Sprintf("withdrawn when %s tried to approve it, because a safety latch was set: %v", by, lerr))
+		return Approval{}, &LatchedError{ApprovalID: a.ID, Err: lerr}
 	}
 	var scoped *grant
 	if opts.Grant != nil {

@@ -105,6 +105,20 @@ type Conf struct {
 	// (that task may finish; see Authorize), and it may call back into the
 	// Service. It defaults to nothing.
 	GrantEnded func(GrantEnd)
+	// Latched (optional) reports whether an e-stop or a fault is latched:
+	// nil when not, else the refusal saying which (the bridge wires the
+	// supervisor's RefuseLatched). Request consults it before filing
+	// anything and returns its error, so no request is filed — and no
+	// scoped grant approves one — after a latch; Approve consults it at the
+	// moment the operator approves, and a latched robot withdraws the
+	// request instead (see Approve). It is called with the service's
+	// decision lock held, so that a latch and the decision it must stop
+	// are ordered: it must not call into the Service, nor wait on a lock
+	// held by whoever calls WithdrawAll. The latch owner should set the
+	// latch first and then call WithdrawAll; then no request filed before
+	// the latch stays pending and none can be filed after it. It defaults
+	// to never latched.
+	Latched func() error
 }
 
 // Service is the operator approval service. It implements actions.Approver
@@ -137,6 +151,7 @@ type Service struct {
 	history     int
 	events      *hub
 	grantEnded  func(GrantEnd)
+	latched     func() error
 
 	decideMu    sync.Mutex
 	waiters     map[string]*waiter         // guarded by decideMu
@@ -178,6 +193,7 @@ func New(conf Conf) (*Service, error) {
 		maxPending:  conf.MaxPending,
 		history:     conf.History,
 		grantEnded:  conf.GrantEnded,
+		latched:     conf.Latched,
 		waiters:     map[string]*waiter{},
 		grantTimers: map[string]clockwork.Timer{},
 		approvals:   map[string]*Approval{},
@@ -233,6 +249,14 @@ func New(conf Conf) (*Service, error) {
 		}
 	}
 	return s, nil
+}
+
+// latchedLocked asks Conf.Latched. Caller holds decideMu.
+func (s *Service) latchedLocked() error {
+	if s.latched == nil {
+		return nil
+	}
+	return s.latched()
 }
 
 func randomID() string {
