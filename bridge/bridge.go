@@ -212,7 +212,17 @@ func New(conf Conf) (_ *Bridge, err error) {
 		return nil, err
 	}
 	b.td.add("store", b.closeDurable)
-	b.approvals, err = approval.New(approval.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception, Store: b.dur.approvals()})
+	b.approvals, err = approval.New(approval.Conf{
+		Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception, Store: b.dur.approvals(),
+		// A grant that ends (revoked, deleted, run out) stops the motion
+		// running on it at once, and nothing is filed or approved while a
+		// latch is set. Both run only once the bridge is up, long after
+		// b.sup is set below.
+		GrantEnded: func(g approval.GrantEnd) {
+			b.sup.GrantEnded(context.Background(), g.GrantID, g.By, g.Reason, g.Expired)
+		},
+		Latched: func() error { return b.sup.RefuseLatched() },
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
 	}
