@@ -8,15 +8,24 @@ import (
 	"github.com/robot-bridge/robot-bridge/robot"
 )
 
-// Base controller tuning. The controller turns toward the goal, drives with
-// heading correction, then turns to the final heading; speeds follow a
-// braking profile that uses only profileMargin of the acceleration limit, so
-// the controller never needs more than the limit to stop on target.
+// Base controller tuning. The controller turns in place toward the goal,
+// drives straight with heading correction, then turns in place to the
+// final heading; speeds follow a braking profile that uses only
+// profileMargin of the acceleration limit, so the controller never needs
+// more than the limit to stop on target.
+//
+// The bridge's supervisor checks a base move as the footprint swept along
+// the straight segment from where the base is to the target
+// (safety.Limits), so the controller drives that segment and nothing
+// else: it never turns while it translates (a base that must turn first
+// brakes straight to rest), and it drives only while its heading error is
+// below turnEnter, steering at the target, which keeps it on the segment
+// up to its tracking error. A disc turning in place sweeps nothing new.
 const (
 	profileMargin = 0.9
 	// turnEnter/turnExit: heading error (rad) above which the base stops
 	// and turns in place, and below which it drives again.
-	turnEnter = 0.35
+	turnEnter = 0.2
 	turnExit  = 0.05
 	// Linear gains that make the last centimetres and degrees converge
 	// smoothly instead of chattering around zero.
@@ -94,15 +103,22 @@ func (s *Sim) stepBase(dt float64) {
 			} else if g.phase == phaseTurn && math.Abs(e) < turnExit {
 				g.phase = phaseDrive
 			}
-			wDes = brakeProfile(e, g.maxW, s.accW, angGain)
-			if g.phase == phaseDrive {
+			switch {
+			case g.phase == phaseDrive:
+				wDes = brakeProfile(e, g.maxW, s.accW, angGain)
 				vDes = brakeProfile(dist, g.maxV, s.accV, linGain) * math.Max(0, math.Cos(e))
+			case math.Abs(s.v) < restV:
+				wDes = brakeProfile(e, g.maxW, s.accW, angGain)
+			default:
+				// Still rolling: brake straight first, then turn.
 			}
 		case phaseFinal:
 			e := 0.0
 			if !g.ignoreTheta {
 				e = robot.NormalizeAngle(g.target.Theta - s.pose.Theta)
-				wDes = brakeProfile(e, g.maxW, s.accW, angGain)
+				if math.Abs(s.v) < restV {
+					wDes = brakeProfile(e, g.maxW, s.accW, angGain)
+				}
 			}
 			if math.Abs(e) <= s.yawTol && math.Abs(s.v) < restV && math.Abs(s.w) < restW {
 				s.event(EventGoalReached, fmt.Sprintf("base goal %s reached at (%.3f, %.3f, %.1f°)", g.id, s.pose.X, s.pose.Y, robot.Degrees(s.pose.Theta)))
