@@ -389,7 +389,7 @@ func (n *Node) connect() (*session, error) {
 			rosaction.ServerConf[rosmsg.MoveBaseActionGoal]{
 				Node: node, Name: t.moveBase, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.MoveBaseActionGoal) { n.onBaseGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g, &n.baseGoal) },
 			})
 		if err != nil {
 			return fail("move_base server", err)
@@ -400,7 +400,7 @@ func (n *Node) connect() (*session, error) {
 			rosaction.ServerConf[rosmsg.FollowJointTrajectoryActionGoal]{
 				Node: node, Name: t.arm, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.FollowJointTrajectoryActionGoal) { n.onArmGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g, &n.armGoal) },
 			})
 		if err != nil {
 			return fail("arm server", err)
@@ -411,7 +411,7 @@ func (n *Node) connect() (*session, error) {
 			rosaction.ServerConf[rosmsg.GripperCommandActionGoal]{
 				Node: node, Name: t.gripper, StatusPeriod: n.status,
 				OnGoal:   func(g *rosaction.ServerGoal, m *rosmsg.GripperCommandActionGoal) { n.onGripGoal(g, m) },
-				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g) },
+				OnCancel: func(g *rosaction.ServerGoal) { n.onCancel(g, &n.gripGoal) },
 			})
 		if err != nil {
 			return fail("gripper server", err)
@@ -580,49 +580,33 @@ func (n *Node) onGripGoal(g *rosaction.ServerGoal, m *rosmsg.GripperCommandActio
 	n.goalsMu.Unlock()
 }
 
-func (n *Node) onCancel(g *rosaction.ServerGoal) {
+func (n *Node) onCancel(g *rosaction.ServerGoal, watched **goal) {
 	s := n.session()
 	if s == nil {
 		return
 	}
 	n.goalsMu.Lock()
-	for _, p := range []**goal{&n.baseGoal, &n.armGoal, &n.gripGoal} {
-		if *p != nil && (*p).sg == g {
-			*p = nil
-			n.sim.Stop()
-		}
+	if *watched != nil && (*watched).sg == g {
+		*watched = nil
+		n.sim.Stop()
 	}
 	n.goalsMu.Unlock()
-	for _, srv := range []interface {
-		Canceled(*rosaction.ServerGoal, string)
-	}{baseCanceler{s.base}, armCanceler{s.arm}, gripCanceler{s.grip}} {
-		srv.Canceled(g, "cancelled")
-	}
-}
-
-// The cancelers end g on whichever server owns it (ending a goal another
-// server owns is a no-op there, as its state does not match).
-type (
-	baseCanceler struct{ s *baseServer }
-	armCanceler  struct{ s *armServer }
-	gripCanceler struct{ s *gripServer }
-)
-
-func (c baseCanceler) Canceled(g *rosaction.ServerGoal, t string) {
-	if c.s != nil {
-		c.s.Canceled(g, nil, t)
-	}
-}
-
-func (c armCanceler) Canceled(g *rosaction.ServerGoal, t string) {
-	if c.s != nil {
-		c.s.Canceled(g, nil, t)
-	}
-}
-
-func (c gripCanceler) Canceled(g *rosaction.ServerGoal, t string) {
-	if c.s != nil {
-		c.s.Canceled(g, nil, t)
+	// End g on the server that owns it, and on no other: a ServerGoal's
+	// state is guarded by its own server's lock, and another server ending
+	// it would publish a result for a goal it never had.
+	switch watched {
+	case &n.baseGoal:
+		if s.base != nil {
+			s.base.Canceled(g, nil, "cancelled")
+		}
+	case &n.armGoal:
+		if s.arm != nil {
+			s.arm.Canceled(g, nil, "cancelled")
+		}
+	case &n.gripGoal:
+		if s.grip != nil {
+			s.grip.Canceled(g, nil, "cancelled")
+		}
 	}
 }
 

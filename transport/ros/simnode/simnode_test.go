@@ -288,3 +288,53 @@ func TestNode_ReRegistersAfterAMasterRestart(t *testing.T) {
 func robotGoal(x, y, yaw float64) robot.BaseGoal {
 	return robot.BaseGoal{Target: robot.Pose2D{X: x, Y: y, Theta: yaw}}
 }
+
+// Regression: a cancel ended the goal on every action server of the node,
+// the move_base one first, which then published a move_base result for an
+// arm goal (racing with the arm server over the goal's state), while the
+// arm server, finding the goal ended, sent no result at all.
+func TestNode_ACancelEndsTheGoalOnItsOwnServer(t *testing.T) {
+	// Given the node and an arm trajectory client
+	m := rostest.StartMaster(t)
+	cfg := config(t, m.URI, nil)
+	n := start(t, cfg)
+	results := make(chan string, 4)
+	arm, err := rosaction.NewClient[rosmsg.FollowJointTrajectoryActionGoal, rosmsg.FollowJointTrajectoryActionResult, rosmsg.FollowJointTrajectoryActionFeedback](
+		rosaction.ClientConf[rosmsg.FollowJointTrajectoryActionResult, rosmsg.FollowJointTrajectoryActionFeedback]{
+			Node: node(t, m, "robot_bridge"), Name: "/arm_controller/follow_joint_trajectory",
+			OnResult: func(g *rosaction.Goal, _ *rosmsg.FollowJointTrajectoryActionResult) { results <- g.ID },
+		})
+	require.NoError(t, err)
+	t.Cleanup(arm.Close)
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		_, ok := arm.StatusAge()
+		return ok && m.Connected("/robot_bridge", "/arm_controller/follow_joint_trajectory/cancel", "/robot_sim")
+	}, "never connected to the node's arm controller")
+
+	// When a slow trajectory is accepted and then cancelled
+	q := make([]float64, len(cfg.Arm.Joints))
+	for i, j := range n.Sim().Truth().Joints {
+		q[i] = j.Position
+	}
+	target := slices.Clone(q)
+	target[0] += 1
+	g, err := arm.Send(ros.ArmGoalToMsg(robot.ArmGoal{Positions: target, VelocityScale: 0.2}, cfg.Arm.Joints, q), "robot_bridge")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := g.WaitAck(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rosaction.Active, s)
+	arm.Cancel(g)
+
+	// Then the arm controller itself ends it: PREEMPTED, with its result
+	select {
+	case id := <-results:
+		require.Equal(t, g.ID, id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the arm controller sent no result for the cancelled goal")
+	}
+	st, _ := wait(t, g)
+	require.Equal(t, rosaction.Preempted, st)
+	require.False(t, n.Sim().Truth().ArmGoal, "the arm is held")
+}
