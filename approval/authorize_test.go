@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -224,5 +225,103 @@ func TestAuthorize_ConcurrentWithApproveIsRaceFree(t *testing.T) {
 	// Then every task was authorized (and -race saw no data race)
 	for i, err := range errs {
 		require.NoError(t, err, "task %d", i)
+	}
+}
+
+// TestConcurrent_GateAndOperatorsRaceFree runs the gate's per-period
+// checks against everything an operator, the runner and the clock can do
+// at the same moment — approve (with scoped grants), create, revoke, list,
+// withdraw all, expire — so -race sees every path that touches a grant's
+// binding. Every refusal must still be a proper one.
+func TestConcurrent_GateAndOperatorsRaceFree(t *testing.T) {
+	// Several rounds, so the race detector has more than one chance to see
+	// the accesses overlap.
+	for round := range 5 {
+		t.Run(fmt.Sprint("round ", round), gateAndOperatorsRound)
+	}
+}
+
+func gateAndOperatorsRound(t *testing.T) {
+	ends := &endLog{}
+	latch := &fakeLatch{}
+	f := newFixture(t, func(c *Conf) { c.GrantEnded = ends.record; c.Latched = latch.check })
+	ctx := context.Background()
+	arm := map[string]any{"pose": "ready"}
+	var grants []string
+	for i := range 4 {
+		g, err := f.svc.CreateGrant(ctx, "alice", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, time.Duration(1+i)*time.Second)
+		require.NoError(t, err)
+		grants = append(grants, g.ID)
+	}
+	bad := make(chan error, 10000)
+	check := func(err error) {
+		if err != nil && !errors.Is(err, safety.ErrNotAuthorized) {
+			bad <- err
+		}
+	}
+	at := func(u safety.Use) safety.Use {
+		u.Now = time.Time{} // the service's clock, which the test advances
+		return u
+	}
+	done := make(chan struct{})
+	var gate, actors sync.WaitGroup
+	for i, g := range grants { // tasks moving on the scoped grants, every period
+		gate.Go(func() {
+			u := at(f.use(g, fmt.Sprintf("task-%d", i), ToolMoveArm, arm))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					check(f.svc.Authorize(u))
+				}
+			}
+		})
+	}
+	for i := range 20 { // requests, approvals (half with a scoped grant), their tasks
+		actors.Go(func() {
+			task := fmt.Sprintf("req-%d", i)
+			x := 0.1 + 0.05*float64(i)
+			args := moveBase(x, 1)
+			id, ch, err := f.svc.Request(ctx, actions.ApprovalRequest{TaskID: task, Tool: ToolMoveBase, Arguments: args})
+			if err != nil {
+				return
+			}
+			actors.Go(func() { // the task, waiting for its decision
+				if d := <-ch; d.Approved {
+					u := at(f.use(d.GrantID, task, ToolMoveBase, args))
+					for range 20 {
+						check(f.svc.Authorize(u))
+					}
+				}
+			})
+			opts := ApproveOptions{}
+			if i%2 == 0 {
+				opts.Grant = &GrantSpec{Scope: Scope{Rect: &Rect{MinX: x - 0.01, MinY: 0.99, MaxX: x + 0.01, MaxY: 1.01}}, TTL: time.Second}
+			}
+			_, _ = f.svc.Approve(ctx, id, "alice", opts)
+		})
+	}
+	actors.Go(func() { // operators and the e-stop
+		for _, g := range grants[:2] {
+			_, _ = f.svc.RevokeWith(ctx, g, "bob", RevokeOptions{Reason: "enough"})
+			_ = f.svc.Grants()
+			_ = f.svc.List("")
+		}
+		latch.set(errEStop)
+		f.svc.WithdrawAll("the e-stop was pressed")
+		latch.set(nil)
+	})
+	actors.Go(func() { // time passes: grants expire on their timers
+		for range 5 {
+			f.clock.Advance(time.Second)
+		}
+	})
+	actors.Wait()
+	close(done)
+	gate.Wait()
+	close(bad)
+	for err := range bad {
+		t.Errorf("a refusal that is not ErrNotAuthorized: %v", err)
 	}
 }

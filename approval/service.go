@@ -128,8 +128,12 @@ type Conf struct {
 // Locking: decideMu serialises every change — the Store call, the state
 // update, the decision delivery and the event — so the store, the
 // decision channels and the event stream all see one order. mu guards the
-// maps; readers (Authorize, List, Get, Grants) take only mu and never wait
-// on the store.
+// maps and every grant's binding to tasks (boundTask, started, tasks,
+// ended are written only under mu held for writing); readers (Authorize,
+// List, Get, Grants) take only mu and never wait on the store.
+// Conf.GrantEnded is called with no lock held; Conf.Latched is asked under
+// decideMu on purpose, so that the latch check and the decision it guards
+// cannot be split by a WithdrawAll.
 //
 // The code is split by subject: this file has construction, events and
 // Close; requests.go the approval requests (Request, Withdraw, Approve,
