@@ -18,7 +18,11 @@
 //
 // A trajectory to the arm's current positions is a hold: the node stops
 // the simulator (which also stops the base, the simulator having no
-// separate arm stop). A cmd_vel Twist of zero stops the robot; a non-zero
+// separate arm stop). Any other trajectory is followed at the speed its
+// final point's time_from_start implies, never faster than the joint
+// limits; a point due at once (time_from_start 0) is followed at full
+// speed, as a real controller jumps to it. A cancelled goal is ended by
+// the action server that owns it. A cmd_vel Twist of zero stops the robot; a non-zero
 // one is followed by steering the simulator, at the Twist's speeds, towards
 // a carrot at least half a second and one braking distance ahead (beyond
 // the goal tolerance), the simulator having no velocity interface.
