@@ -96,7 +96,7 @@ func TestAuthorize_RefusalSaysWhetherTheGrantWasRevokedOrExpired(t *testing.T) {
 			// Then the refusal matches exactly the sentinel for why
 			require.ErrorIs(t, err, safety.ErrNotAuthorized)
 			for _, s := range []error{safety.ErrGrantRevoked, safety.ErrGrantExpired} {
-				require.Equal(t, s == tc.want, errors.Is(err, s), "errors.Is(%v, %v)", err, s)
+				require.Equal(t, errors.Is(tc.want, s), errors.Is(err, s), "errors.Is(%v, %v)", err, s)
 			}
 		})
 	}

@@ -296,8 +296,10 @@ func TestGrantEnded_ScopedGrantTTLFiringEndsItsMotions(t *testing.T) {
 	require.Equal(t, 1, timers.fireDue())
 
 	// Then the hook is told it expired, once, with no lock held
-	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: SystemActor, Expired: true,
-		Reason: "its time limit ran out at 2026-03-01T12:05:00Z"}}, ends.all(t))
+	require.Equal(t, []GrantEnd{{
+		GrantID: g.ID, By: SystemActor, Expired: true,
+		Reason: "its time limit ran out at 2026-03-01T12:05:00Z",
+	}}, ends.all(t))
 
 	// And revoking the dead grant afterwards announces no second end
 	_, err = f.svc.Revoke(context.Background(), g.ID, "bob")
@@ -338,8 +340,10 @@ func TestGrantEnded_OnceGrantTTL(t *testing.T) {
 			// Then it ended only if nothing had started on it
 			err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
 			if tc.wantEnded {
-				require.Equal(t, []GrantEnd{{GrantID: g, By: SystemActor, Expired: true,
-					Reason: "its time limit ran out at 2026-03-01T12:01:00Z"}}, ends.all(t))
+				require.Equal(t, []GrantEnd{{
+					GrantID: g, By: SystemActor, Expired: true,
+					Reason: "its time limit ran out at 2026-03-01T12:01:00Z",
+				}}, ends.all(t))
 				require.ErrorIs(t, err, safety.ErrGrantExpired)
 				return
 			}
