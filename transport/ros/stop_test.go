@@ -261,13 +261,6 @@ func (f *fakeArm) published(pos []float64) bool {
 	return false
 }
 
-func (f *fakeArm) truth() []float64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	pos, _ := f.stateLocked(time.Now())
-	return pos
-}
-
 // goalsAfter returns the goals that reached the robot after g.
 func (f *fakeArm) goalsAfter(g armGoalSeen) []armGoalSeen {
 	f.mu.Lock()
