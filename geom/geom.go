@@ -1,6 +1,16 @@
 // Package geom holds the small planar geometry the supervisor, perception
 // and simulator share: polygons in the room frame, containment, distances
 // and axis-aligned bounds. Pure functions, no allocation on the hot paths.
+//
+// Footprint (footprint.go) answers the safety limits' questions about the
+// round base: does its disc fit at a point, does it stay clear when swept
+// along a straight segment, where does it first touch, what is the
+// nearest place it fits. Its Shape delegates the robust predicates,
+// point-in-ring location and segment-to-segment distance, to go-geom's
+// xy package (a port of JTS); what no maintained Go library offers in
+// pure Go (a swept disc's first contact, the nearest free point of a
+// disc among polygons) is written here and tested against this file's
+// older, independent polygon code.
 package geom
 
 import (
