@@ -16,6 +16,7 @@ package geom
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Point is a point in the plane, metres.
@@ -146,9 +147,11 @@ func (p Polygon) Describe() string {
 	if p.IsRectangle() {
 		return fmt.Sprintf("x in [%g, %g], y in [%g, %g]", min.X, max.X, min.Y, max.Y)
 	}
-	s := "the polygon"
+	var b strings.Builder
+	b.WriteString("the polygon")
 	for _, v := range p {
-		s += fmt.Sprintf(" (%g, %g)", v.X, v.Y)
+		fmt.Fprintf(&b, " (%g, %g)", v.X, v.Y)
 	}
-	return s + fmt.Sprintf(" (x in [%g, %g], y in [%g, %g])", min.X, max.X, min.Y, max.Y)
+	fmt.Fprintf(&b, " (x in [%g, %g], y in [%g, %g])", min.X, max.X, min.Y, max.Y)
+	return b.String()
 }

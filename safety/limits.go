@@ -384,8 +384,10 @@ func (l *Limits) checkPath(from, to robot.Pose2D) error {
 			Obstacle: "workspace", ClosestAllowed: closest,
 		}
 	}
-	name, what, limit, allowed := "workspace", "over the workspace edge", LimitPathWorkspace, l.workspaceAllowed()
-	if hit.Shape != geom.OutsideWorkspace {
+	var name, what, limit, allowed string
+	if hit.Shape == geom.OutsideWorkspace {
+		name, what, limit, allowed = "workspace", "over the workspace edge", LimitPathWorkspace, "a straight path that keeps "+l.workspaceAllowed()
+	} else {
 		pl := l.places[hit.Shape]
 		name, what, limit, allowed = pl.name, "into keep-out region "+pl.name, LimitPathKeepOut, "a straight path that keeps "+l.placeAllowed(hit.Shape)
 		if pl.surface {
@@ -399,8 +401,6 @@ func (l *Limits) checkPath(from, to robot.Pose2D) error {
 				Obstacle: name, ClosestAllowed: closest,
 			}
 		}
-	} else {
-		allowed = "a straight path that keeps " + allowed
 	}
 	reach := l.fp.Reach(a, b, closestMargin)
 	along := math.Hypot(b.X-a.X, b.Y-a.Y) * hit.T
