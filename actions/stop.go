@@ -47,10 +47,9 @@ func (r *Runner) Cancel(ctx context.Context, id, by string) (TaskView, error) {
 // never reached the start is cancelled with nothing sent; a moving one is
 // told to stop and ends through its supervised motion.
 func (r *Runner) endStopped(t *task, by, reason string) {
-	switch t.m.State() {
-	case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
-		r.cancelBeforeMotion(t, by, reason)
-	}
+	// Refused (and harmless) when the start came first: the motion then
+	// ends through the supervisor, which has recorded the stop.
+	r.cancelBeforeMotion(t, by, reason)
 	t.cancel()
 }
 
@@ -67,7 +66,7 @@ func (r *Runner) cancelBeforeMotion(t *task, by, reason string) {
 	st, _, _ := r.sup.Latest()
 	e := toolerr.New(toolerr.ActionFailed, "%s before it started; nothing moved; %s", reason, whereNow(r.cfg, nil, st, untouched))
 	e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
-	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
+	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	if err == nil {
 		if aid := r.approvalID(t); aid != "" && r.approver != nil {
 			r.approver.Withdraw(aid, reason)
@@ -152,7 +151,7 @@ func (r *Runner) onSafetyEvent(e safety.Event) {
 		st, _, _ := r.sup.Latest()
 		te := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) before %s started; nothing moved; %s",
 			e.By, orNone(e.Reason), t.req.Tool, whereNow(r.cfg, nil, st, untouched)).Wrap(safety.ErrEStopActive)
-		if err := r.fire(t, fsm.EvEStop, trOpts{by: e.By, reason: e.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }}); err == nil {
+		if err := r.fire(t, fsm.EvEStop, trOpts{by: e.By, reason: e.Reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = te, te.Message }}); err == nil {
 			if aid := r.approvalID(t); aid != "" && r.approver != nil {
 				r.approver.Withdraw(aid, "e-stop pressed")
 			}

@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/robot-bridge/robot-bridge/fsm"
@@ -13,8 +14,22 @@ type trOpts struct {
 	// transition implies a motion command that must not be sent
 	// unrecorded).
 	mustRecord bool
-	// recordAfter records after the transition (stop: sent first).
+	// mutate changes the task's fields together with its state.
 	mutate func(t *task)
+	// beforeMotion makes the transition happen only from a state in which
+	// the task has sent nothing (requested, awaiting approval, approved).
+	// The start is a transition too, taken under the same task lock, so
+	// an event fired with beforeMotion either lands before the start (and
+	// the start then fails) or is refused because the start came first —
+	// never "nothing moved" said of a task whose command is on its way.
+	beforeMotion bool
+}
+
+// errStarted refuses a beforeMotion transition of a task that started.
+var errStarted = errors.New("the task has started its motion")
+
+func preMotion(s fsm.State) bool {
+	return s == fsm.Requested || s == fsm.AwaitingApproval || s == fsm.Approved
 }
 
 // fire records and applies ev to t. Unless mustRecord, a recorder failure
@@ -22,6 +37,10 @@ type trOpts struct {
 func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	t.tmu.Lock()
 	from := t.m.State()
+	if o.beforeMotion && !preMotion(from) {
+		t.tmu.Unlock()
+		return errStarted
+	}
 	to, ok := fsm.Next(from, ev)
 	if !ok {
 		t.tmu.Unlock()

@@ -148,13 +148,36 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 		}
 		cmd.ID = fmt.Sprintf("%s-%d", owner, s.cmdSeq)
 	}
-	// Counted before it leaves: a stop racing this send learns, once it
-	// holds the gate, that a command may have landed after its own stop.
-	s.sent.Add(1)
-	if err := s.drv.Send(ctx, cmd); err != nil {
+	err := s.drv.Send(ctx, cmd)
+	// A stop, e-stop or shutdown requested while the command was on its
+	// way may have reached the robot before it: follow it with a stop,
+	// right now, so the stop is the last thing the robot received.
+	if why := s.stoppedSinceAdmit(a.TaskID); why != "" {
+		start := s.clock.Now()
+		serr := s.stopNow(ctx)
+		s.emit(Event{Kind: EventStopSent, At: start, TaskID: a.TaskID, By: "supervisor", Reason: why + " while a command was being sent; stopped again after it", Latency: s.clock.Since(start), Err: serr})
+	}
+	if err != nil {
 		return &sendError{err}
 	}
 	return nil
+}
+
+// stoppedSinceAdmit says why the command of taskID that the gate just sent
+// must be followed by a stop ("" when nothing asked for one): it was
+// admitted, so whatever is set now was set while it was on its way.
+func (s *Supervisor) stoppedSinceAdmit(taskID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch _, stopped := s.stopRequestedLocked(taskID); {
+	case s.estop.Active:
+		return "the e-stop latched"
+	case stopped:
+		return "a stop was requested"
+	case s.closed:
+		return "the bridge began shutting down"
+	}
+	return ""
 }
 
 // RecoveryCommandPrefix starts the id of every command of the

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -30,7 +32,15 @@ var (
 //   - no motion command reached it while an e-stop or fault was latched;
 //   - every task that ended left the robot at rest;
 //   - every task that failed during motion was followed by recovery (arm
-//     in the safe pose) or a latched fault (or e-stop).
+//     in the safe pose) or a latched fault (or e-stop);
+//   - once a stop, cancel, e-stop or grant revocation for a task has
+//     returned, no command of that task (not the next step, not a
+//     recovery motion) reaches the robot (invariants 10 and 11), and a
+//     requested stop never ends in a latched fault unless the robot did
+//     not confirm the stop.
+//
+// Stops are also thrown at the approval itself, concurrently, to hit the
+// moment between an operator's approval and the motion's start.
 //
 // A failing seed is printed with its operation trace; rerun it alone with
 // -prop.seed=N.
@@ -72,6 +82,21 @@ type checker struct {
 	latchKey     string
 	latchedCount int
 	seenTerminal map[string]bool
+	// stopAt is, per task, the simulator's command-log length when a stop
+	// for it (stop, cancel, e-stop, revoke) had been requested.
+	stopAt map[string]int
+}
+
+// stopRequested records that a stop for the live task v has been
+// requested (the call returned), unless v has already ended.
+func (c *checker) stopRequested(v actions.TaskView, how string) {
+	if c.r.get(v.ID).Terminal() {
+		return
+	}
+	if _, ok := c.stopAt[v.ID]; !ok {
+		c.stopAt[v.ID] = len(c.r.sim.CommandLog())
+		c.logf("%s requested for %s (%s) at log %d", how, v.ID, v.Status, c.stopAt[v.ID])
+	}
 }
 
 func (c *checker) logf(format string, a ...any) {
@@ -106,6 +131,14 @@ func (c *checker) check() error {
 		cmds := r.motionCommands()
 		return c.fail("motion while latched (%s): command %s sent", key, cmds[len(cmds)-1].ID)
 	}
+	log := r.sim.CommandLog()
+	for task, at := range c.stopAt {
+		for _, e := range log[at:] {
+			if tk, _ := taskOfCommand(e.ID); e.Op == "command" && tk == task {
+				return c.fail("command %s (%s) of task %s reached the robot after its stop was requested", e.ID, e.Kind, task)
+			}
+		}
+	}
 	for _, v := range r.run.List() {
 		if !v.Terminal() || c.seenTerminal[v.ID] {
 			continue
@@ -128,6 +161,9 @@ func (c *checker) check() error {
 			if !c.faultLatchedFor(v.ID) {
 				return c.fail("task %s ended in fault without a latched fault", v.ID)
 			}
+			if _, stopped := c.stopAt[v.ID]; stopped && !strings.Contains(c.faultReasonFor(v.ID), "not confirmed stopped") {
+				return c.fail("a requested stop of task %s latched a fault: %s", v.ID, c.faultReasonFor(v.ID))
+			}
 		case "estopped":
 			if len(r.eventsOf(safety.EventEStopPressed)) == 0 && !r.sup.Status().EStop.Active {
 				return c.fail("task %s estopped without an e-stop", v.ID)
@@ -146,6 +182,15 @@ func (c *checker) check() error {
 		}
 	}
 	return nil
+}
+
+func (c *checker) faultReasonFor(task string) string {
+	for _, e := range c.r.eventsOf(safety.EventFaultLatched) {
+		if e.TaskID == task {
+			return e.Reason
+		}
+	}
+	return ""
 }
 
 func (c *checker) faultLatchedFor(task string) bool {
@@ -179,7 +224,7 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 		c.SafePose.Preauthorized = rng.IntN(5) != 0
 	})
 	defer r.close()
-	c := &checker{r: r, seenTerminal: map[string]bool{}}
+	c := &checker{r: r, seenTerminal: map[string]bool{}, stopAt: map[string]int{}}
 	stepChecked := func(d time.Duration) error {
 		for el := time.Duration(0); el < d; el += r.sim.PhysicsPeriod() {
 			r.step()
@@ -207,10 +252,30 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 			}
 		case k < 55:
 			if v, ok := r.run.Active(); ok && v.Status == "awaiting_approval" {
-				r.auth.serial.Lock()
-				_, err := r.appr.Approve(ctx, v.ApprovalID, "operator-1", approval.ApproveOptions{})
-				r.auth.serial.Unlock()
-				c.logf("approve %s: %v", v.ID, err)
+				if rng.IntN(4) == 0 {
+					// Approve and stop at the same moment: the stop must
+					// win whether it lands before, during or after the
+					// start.
+					spin := rng.IntN(200)
+					done := make(chan error, 1)
+					go func() {
+						r.auth.serial.Lock()
+						_, err := r.appr.Approve(ctx, v.ApprovalID, "operator-1", approval.ApproveOptions{})
+						r.auth.serial.Unlock()
+						done <- err
+					}()
+					for range spin {
+						runtime.Gosched()
+					}
+					rep, err := r.run.Stop(ctx, "agent-1", "stop racing the approval")
+					c.stopRequested(v, "stop racing the approval")
+					c.logf("approve %s racing a stop after %d yields: %v; stop %v %v", v.ID, spin, <-done, rep.Cancelled, err)
+				} else {
+					r.auth.serial.Lock()
+					_, err := r.appr.Approve(ctx, v.ApprovalID, "operator-1", approval.ApproveOptions{})
+					r.auth.serial.Unlock()
+					c.logf("approve %s: %v", v.ID, err)
+				}
 				waitUntil(t, func() bool { s := r.get(v.ID).Status; return s != "awaiting_approval" && s != "approved" }, "approval not applied")
 			}
 		case k < 60:
@@ -223,12 +288,37 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 			if v, ok := r.run.Active(); ok {
 				c.logf("cancel %s (%s)", v.ID, v.Status)
 				go func() { _, _ = r.run.Cancel(ctx, v.ID, "agent-1") }()
+				waitUntil(t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok || r.get(v.ID).Terminal() }, "cancel not recorded")
+				c.stopRequested(v, "cancel")
 			}
 		case k < 69:
+			v, live := r.run.Active()
 			rep, err := r.run.Stop(ctx, "agent-1", "random stop")
+			if live {
+				c.stopRequested(v, "stop")
+			}
 			c.logf("stop: %v %v", rep.Cancelled, err)
-		case k < 73:
+		case k < 71:
+			v, live := r.run.Active()
 			c.logf("e-stop: %v", r.sup.EStop(ctx, "operator-1", "random e-stop"))
+			if live {
+				c.stopRequested(v, "e-stop")
+			}
+		case k < 73:
+			// Revoke the grant the live task holds (approve-once or
+			// scoped), or hand out a scoped grant so later motions run on
+			// one.
+			v, live := r.run.Active()
+			if a, err := r.appr.Get(v.ApprovalID); live && err == nil && a.GrantID != "" {
+				_, err := r.appr.Revoke(ctx, a.GrantID, "operator-2")
+				c.stopRequested(v, "revoke")
+				c.logf("revoke %s of %s: %v", a.GrantID, v.ID, err)
+			} else {
+				g, err := r.appr.CreateGrant(ctx, "operator-1", approval.Scope{
+					Tool: "move_base_to", Rect: &approval.Rect{MinX: -4, MinY: -4, MaxX: 4, MaxY: 4},
+				}, time.Duration(1+rng.IntN(8))*time.Second)
+				c.logf("scoped grant %s: %v", g.ID, err)
+			}
 		case k < 79:
 			c.logf("reset e-stop: %v", r.sup.ResetEStop("operator-2"))
 		case k < 84:

@@ -85,11 +85,11 @@ func (r StopRequest) Detail() string { return r.detail() }
 // task, a running motion ends without starting recovery, and the task
 // ends cancelled. It needs no authorization and never latches anything.
 //
-// The order is what makes a stop win at every moment: the stop command
-// leaves first, before any lock; then the request is recorded under the
-// gate's lock, so no command of the task can pass the gate afterwards;
-// and if a command did leave the gate between the first stop and the
-// recording (it was in flight), the stop is sent again right after it.
+// The order is what makes a stop win at every moment: the request is
+// recorded, so no command of the task passes the gate afterwards; the
+// stop command leaves at once, without waiting for anything; and a
+// command that was in flight meanwhile is followed by another stop, sent
+// by the gate as soon as that command has left (see requestStop).
 func (s *Supervisor) StopTask(ctx context.Context, taskID, by, reason string) error {
 	return s.requestStop(ctx, StopRequest{TaskID: taskID, Cause: StopByRequest, By: by, Reason: reason}, true)
 }
@@ -128,13 +128,16 @@ func (s *Supervisor) GrantEnded(ctx context.Context, grantID, by, reason string,
 // requestStop implements StopTask and GrantEnded. With stopActive, the
 // supervised motion is stopped whatever task it belongs to (the stop
 // button stops whatever moves); otherwise only when it is req.TaskID's.
+//
+// The request is recorded first, then the stop is sent. A command that
+// passed the gate before the record is being sent now or has just been:
+// the gate looks again once its Send returns and, seeing the record,
+// sends the stop right after it; if the gate looked before the record
+// existed, the command had already landed and the stop below follows it.
+// Either way the robot's last command is a stop, and the stopper never
+// waits for a command in flight.
 func (s *Supervisor) requestStop(ctx context.Context, req StopRequest, stopActive bool) error {
 	req.At = s.clock.Now()
-	seq := s.sent.Load()
-	err := s.stopNow(ctx)
-	lat := s.clock.Since(req.At)
-
-	s.sendMu.Lock()
 	s.mu.Lock()
 	a := s.active
 	if a != nil && !stopActive && a.view.TaskID != req.TaskID {
@@ -153,15 +156,8 @@ func (s *Supervisor) requestStop(ctx context.Context, req StopRequest, stopActiv
 		}
 	}
 	s.mu.Unlock()
-	// A command that passed the gate before the request was recorded may
-	// have left after the first stop: stop again, right after it.
-	if s.sent.Load() != seq {
-		if err2 := s.stopNow(ctx); err == nil {
-			err = err2
-		}
-	}
-	s.sendMu.Unlock()
-
+	err := s.stopNow(ctx)
+	lat := s.clock.Since(req.At)
 	if a != nil {
 		a.requestStop(req)
 	}

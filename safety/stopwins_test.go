@@ -9,6 +9,7 @@ package safety_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -212,29 +214,43 @@ func TestInvariant10_StopRacingTheApprovalNeverMoves(t *testing.T) {
 }
 
 // TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt: the stop
-// arrives while the first command is being handed to the driver; the
-// command lands after the stop, so the stop must follow it.
+// arrives while the first command is being handed to the driver. The stop
+// goes out at once, without waiting for the command; the command lands
+// after it, so the gate follows it with another stop, and nothing else of
+// the task is sent.
 func TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T) {
 	r := newRig(t)
 	v := r.mustSubmit("move_base_to", map[string]any{"x": 2.5, "y": 0.0})
+	release := make(chan struct{})
 	stopped := make(chan error, 1)
-	r.rec.when(fsm.EvStart, func(actions.TransitionRecord) {
-		// Given the start being recorded under the gate's lock (the
-		// command leaves right after), When a stop arrives now
-		n := len(r.stopsAfter(sim.Epoch))
-		go func() {
-			_, err := r.run.Stop(context.Background(), "agent-1", "stop now")
-			stopped <- err
-		}()
-		waitUntil(r.t, func() bool { return len(r.stopsAfter(sim.Epoch)) > n }, "the first stop did not go out at once")
-	})
+	var once sync.Once
+	r.drv.mu.Lock()
+	r.drv.failSend = func(cmd robot.Command) error {
+		once.Do(func() {
+			// Given the first command in the driver's hands, When a stop
+			// for its task arrives now
+			go func() { stopped <- r.sup.StopTask(context.Background(), v.ID, "operator-1", "stop now") }()
+			<-release
+		})
+		return nil
+	}
+	r.drv.mu.Unlock()
+	go func() {
+		// Then the stop does not wait for the command in flight
+		require.NoError(t, <-stopped)
+		close(release)
+	}()
 	r.approve(v)
-	require.NoError(t, <-stopped)
-	// Then the command that left after the first stop is followed by
-	// another, and the task ends cancelled
-	require.Len(t, r.commandsOfTaskSince(v.ID, 0), 1)
-	r.requireStopAfterLastCommand(v.ID)
+	waitUntil(t, func() bool { return len(r.commandsOfTaskSince(v.ID, 0)) == 1 }, "the command never landed")
+	// And the gate follows the command with another stop
+	waitUntil(t, func() bool { l := r.sim.CommandLog(); return l[len(l)-1].Op == "stop" }, "no stop after the command that was in flight")
+	var ops []string
+	for _, e := range r.sim.CommandLog() {
+		ops = append(ops, e.Op)
+	}
+	require.Equal(t, []string{"stop", "command", "stop"}, ops[:3], "the first stop went out before the command, another right after it")
 	r.requireStopWon(v, r.logLen(), fsm.Cancelled)
+	require.Len(t, r.commandsOfTaskSince(v.ID, 0), 1)
 }
 
 // TestInvariant10_CancelWhileStoppingIsHonoured: cancel_task on a task
@@ -284,9 +300,10 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 				return v, g.ID
 			},
 			end: func(r *rig, id string) time.Time {
+				at := r.sim.Now()
 				_, err := r.appr.RevokeWith(ctx, id, "operator-2", approval.RevokeOptions{Reason: "forklift in the aisle"})
 				require.NoError(r.t, err)
-				return r.fc.Now()
+				return at
 			},
 			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
 		},
@@ -300,9 +317,10 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 				return v, a.GrantID
 			},
 			end: func(r *rig, id string) time.Time {
+				at := r.sim.Now()
 				_, err := r.appr.Revoke(ctx, id, "operator-2")
 				require.NoError(r.t, err)
-				return r.fc.Now()
+				return at
 			},
 			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
 		},
@@ -333,16 +351,27 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 				r.noGrantPush.Store(!push)
 				// Given a motion running on a grant
 				v, grantID := tc.start(r)
-				require.True(t, r.stepUntil(5*time.Second, func() bool { return r.get(v.ID).Status == fsm.Executing }))
+				// (the motion starts without the clock moving; stepping before
+				// it has would eat into the grant's time)
+				waitUntil(t, func() bool { return r.get(v.ID).Status == fsm.Executing }, "the task did not start")
 				r.stepFor(500 * time.Millisecond)
 				require.Greater(t, r.sim.Odometer().BaseDistance, 0.05, "the base is driving")
 				// When the grant stops authorizing it
 				at := r.logLen()
 				ended := tc.end(r, grantID)
 				// Then a stop reaches the robot within one control period
-				require.True(t, r.stepUntil(r.sup.ControlPeriod(), func() bool { return len(r.stopsAfter(ended)) > 0 }),
+				stopAfter := func() []sim.LogEntry {
+					var out []sim.LogEntry
+					for _, e := range r.sim.CommandLog()[at:] {
+						if e.Op == "stop" {
+							out = append(out, e)
+						}
+					}
+					return out
+				}
+				require.True(t, r.stepUntil(r.sup.ControlPeriod(), func() bool { return len(stopAfter()) > 0 }),
 					"no stop within one control period of the grant's end")
-				require.LessOrEqual(t, r.stopsAfter(ended)[0].Time.Sub(ended), r.sup.ControlPeriod())
+				require.LessOrEqual(t, stopAfter()[0].Time.Sub(ended), r.sup.ControlPeriod())
 				// And nothing of the task follows; it ends cancelled, the
 				// agent told who ended its authority
 				v = r.requireStopWon(v, at, fsm.Cancelled)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -159,10 +158,6 @@ type Supervisor struct {
 	// e-stop's stop without a second stop following it.
 	sendMu sync.Mutex
 	cmdSeq uint64 // guarded by sendMu
-	// sent counts the commands handed to the driver (attempts included;
-	// written under sendMu). A stop compares it across its own sending to
-	// learn whether a command left meanwhile and must be stopped again.
-	sent atomic.Uint64
 
 	mu        sync.Mutex
 	estop     EStopStatus   // guarded by mu
@@ -405,21 +400,17 @@ func (s *Supervisor) Start(ctx context.Context) error {
 // Close stops the watcher, ends any supervised motion and, as its last
 // act, commands the robot to stop.
 func (s *Supervisor) Close() error {
-	// Closing under the gate's lock: no command is in flight once closed
-	// is set, and the gate refuses every later one, so the final stop
-	// below is the last command the robot receives.
-	s.sendMu.Lock()
+	// Once closed is set the gate refuses every command, and one in
+	// flight is followed by a stop from the gate itself.
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.sendMu.Unlock()
 		return nil
 	}
 	s.closed = true
 	running := s.running
 	a := s.active
 	s.mu.Unlock()
-	s.sendMu.Unlock()
 	if running {
 		s.cancel()
 		<-s.done
@@ -431,6 +422,10 @@ func (s *Supervisor) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.stopCtxDur)
 	defer cancel()
+	// Waiting for the gate (bounded by the robot's accept timeout) makes
+	// this stop the last command the robot receives.
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	start := s.clock.Now()
 	err := s.drv.Stop(ctx)
 	s.emit(Event{Kind: EventStopSent, By: "supervisor", Reason: "bridge shutting down", Latency: s.clock.Since(start), Err: err})
@@ -514,7 +509,6 @@ func (s *Supervisor) EStop(ctx context.Context, by, reason string) error {
 
 func (s *Supervisor) latchEStop(ctx context.Context, by, reason string) error {
 	detected := s.clock.Now()
-	seq := s.sent.Load()
 	s.mu.Lock()
 	fresh := !s.estop.Active
 	if fresh {
@@ -523,19 +517,11 @@ func (s *Supervisor) latchEStop(ctx context.Context, by, reason string) error {
 	}
 	a := s.active
 	s.mu.Unlock()
-	// Stop first: nothing, not even logging, comes before it.
+	// Stop first: nothing, not even logging, comes before it. A command
+	// in flight past the gate is followed by another stop, sent by the
+	// gate as soon as it has left (it sees the latch).
 	err := s.stopNow(ctx)
 	lat := s.clock.Since(detected)
-	// A command that passed the gate before the latch may still be in
-	// flight, or may have left after the stop above: once the gate is
-	// free, stop again if anything left since the latch.
-	s.sendMu.Lock()
-	if s.sent.Load() != seq {
-		if err2 := s.stopNow(ctx); err == nil {
-			err = err2
-		}
-	}
-	s.sendMu.Unlock()
 	if a != nil {
 		a.poke()
 	}

@@ -395,10 +395,13 @@ func TestEStop_DuringInFlightSendStopsAgainAfterIt(t *testing.T) {
 	go func() { done <- h.sup.EStop(context.Background(), "op", "test") }()
 	// Then one stop goes out at once, not behind the command
 	waitFor(t, func() bool { return len(h.drv.stopTimes()) == 1 }, "first stop not sent at once")
-	close(release)
+	// and the e-stop does not wait for the command in flight
 	require.NoError(t, <-done)
-	// and a second one follows the command that was in flight
-	require.GreaterOrEqual(t, len(h.drv.stopTimes()), 2)
+	require.Len(t, h.drv.sentCommands(), 0, "the command is still in flight")
+	close(release)
+	// and a second stop follows the command that was in flight, sent by
+	// the gate as soon as the command has left
+	waitFor(t, func() bool { return len(h.drv.sentCommands()) == 1 && len(h.drv.stopTimes()) >= 2 }, "no stop after the command in flight")
 	require.True(t, h.runUntil(5*time.Second, func() bool { return len(out) == 1 }))
 	require.Equal(t, OutcomeEStopped, (<-out).Kind)
 }
