@@ -74,12 +74,12 @@ func TestSubmit_LimitsCheckedBeforeAnyOperatorIsAsked(t *testing.T) {
 func TestSubmit_ApprovalFlowToSuccess(t *testing.T) {
 	b := newBench(t, benchOpt{})
 	// Given a call that needs approval
-	v, err := b.submit("move_base_to", map[string]any{"x": 2.0, "y": 1.0})
+	v, err := b.submit("move_base_to", map[string]any{"x": 2.0, "y": -1.0})
 	require.NoError(t, err)
 	require.Equal(t, fsm.AwaitingApproval, v.Status)
 	req := b.appr.lastRequest()
 	require.Equal(t, v.ID, req.TaskID)
-	require.Contains(t, req.Preview, "move the base 2.2 m to (2.00, 1.00)")
+	require.Contains(t, req.Preview, "move the base 2.2 m to (2.00, -1.00)")
 	require.Contains(t, req.Preview, "about")
 	require.Equal(t, safety.ArgsHash("move_base_to", v.Arguments), req.ArgsHash)
 	require.NotNil(t, req.Target)
