@@ -22,9 +22,14 @@ type benchDriver struct {
 	stops chan time.Time
 	mu    sync.Mutex
 	st    robot.State
+	// lastSend is the wall-clock ns of the latest Send.
+	lastSend atomic.Int64
 }
 
-func (d *benchDriver) Send(context.Context, robot.Command) error { return nil }
+func (d *benchDriver) Send(context.Context, robot.Command) error {
+	d.lastSend.Store(time.Now().UnixNano())
+	return nil
+}
 func (d *benchDriver) Refresh(context.Context) error             { return nil }
 func (d *benchDriver) Stop(context.Context) error {
 	select {
@@ -227,4 +232,112 @@ func benchReaction(b *testing.B, kind TripKind) {
 	if testing.Verbose() {
 		fmt.Printf("%s: n=%d p50=%s p99=%s max=%s\n", kind, len(lat), pct(0.5), pct(0.99), lat[len(lat)-1])
 	}
+}
+
+// BenchmarkStopDuringRecovery measures, on the real clock, how fast a stop
+// requested while the supervisor returns the arm to its safe pose takes
+// effect (invariant 10): from the StopTask call to the stop command
+// reaching the driver (stop_p50_us, stop_p99_us), and to StopTask
+// returning (return_p99_us), after which the gate refuses every command
+// of the task — checked on every iteration (no Send after StopTask
+// returned, and the task ends cancelled), the benchmark fails otherwise. Reproduce with
+// `go test ./safety -run '^$' -bench StopDuringRecovery -benchtime 1x`.
+func BenchmarkStopDuringRecovery(b *testing.B) {
+	cfg, err := hwconfig.Load("../hw-configs/sim-mobile-manipulator.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Safety.ControlPeriod = hwconfig.Duration(time.Millisecond)
+	cfg.Safety.StateTimeout = hwconfig.Duration(20 * time.Millisecond)
+	cfg.SafePose.Preauthorized = true
+	cfg.SafePose.Timeout = hwconfig.Duration(time.Hour)
+	drv := &benchDriver{stops: make(chan time.Time, 64)}
+	ready, _ := cfg.PoseJoints("ready")
+	reach, _ := cfg.PoseJoints("reach_table")
+	for i, n := range cfg.JointNames() {
+		drv.st.Joints = append(drv.st.Joints, robot.Joint{Name: n, Position: ready[i]})
+	}
+	drv.publish(nil)
+	sup, err := New(Conf{Config: cfg, Driver: drv, Clock: clockwork.NewRealClock(), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sup.Close() }()
+	stopPub := make(chan struct{})
+	var pubWG sync.WaitGroup
+	pubWG.Add(1)
+	go func() {
+		defer pubWG.Done()
+		t := time.NewTicker(500 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopPub:
+				return
+			case <-t.C:
+				drv.publish(nil)
+			}
+		}
+	}()
+	defer func() { close(stopPub); pubWG.Wait() }()
+
+	n := max(b.N, 1000)
+	if testing.Short() {
+		n = 20
+	}
+	stopLat := make([]time.Duration, 0, n)
+	retLat := make([]time.Duration, 0, n)
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		task := fmt.Sprintf("bench-%d", i)
+		// The arm never reaches its goal: the motion times out, stops, and
+		// the supervisor starts returning the arm to the safe pose.
+		m := Motion{
+			Auth:     Authorization{TaskID: task, Tool: "stop"}, // approval: never
+			Steps:    []Step{ArmStep("reach", reach, 0.5, JointTolerance)},
+			Deadline: 2 * time.Millisecond,
+		}
+		done := make(chan Outcome, 1)
+		go func() { done <- sup.Execute(context.Background(), m) }()
+		for {
+			st := sup.Status()
+			if st.Active != nil && st.Active.Phase == PhaseRecovering {
+				break
+			}
+			select {
+			case o := <-done:
+				b.Fatalf("motion ended %s before recovery: %v", o.Kind, o.Err)
+			default:
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+		for len(drv.stops) > 0 {
+			<-drv.stops
+		}
+		from := time.Now()
+		if err := sup.StopTask(context.Background(), task, "bench", "stop during recovery"); err != nil {
+			b.Fatal(err)
+		}
+		returned := time.Now()
+		stopAt := <-drv.stops
+		stopLat = append(stopLat, stopAt.Sub(from))
+		retLat = append(retLat, returned.Sub(from))
+		if o := <-done; o.Kind != OutcomeCancelled {
+			b.Fatalf("a stop during recovery ended %s (%s), not cancelled", o.Kind, o.FaultReason)
+		}
+		if last := time.Unix(0, drv.lastSend.Load()); !last.Before(returned) {
+			b.Fatalf("a command of the task left the gate %s after StopTask returned", last.Sub(returned))
+		}
+	}
+	b.StopTimer()
+	pct := func(lat []time.Duration, p float64) float64 {
+		slices.Sort(lat)
+		return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(stopLat, 0.50), "stop_p50_us")
+	b.ReportMetric(pct(stopLat, 0.99), "stop_p99_us")
+	b.ReportMetric(pct(retLat, 0.99), "return_p99_us")
 }
