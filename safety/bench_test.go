@@ -30,7 +30,7 @@ func (d *benchDriver) Send(context.Context, robot.Command) error {
 	d.lastSend.Store(time.Now().UnixNano())
 	return nil
 }
-func (d *benchDriver) Refresh(context.Context) error             { return nil }
+func (d *benchDriver) Refresh(context.Context) error { return nil }
 func (d *benchDriver) Stop(context.Context) error {
 	select {
 	case d.stops <- time.Now():
