@@ -251,6 +251,11 @@ func (r *run) execute(ctx context.Context, m Motion) Outcome {
 	out.State, _, _ = r.s.Latest()
 	req, stopReq := r.stopRequest(trip)
 	switch {
+	case r.sctx.Err() != nil:
+		// The bridge began shutting down while the robot was stopping: its
+		// final stop follows; no recovery, and no fault for a stop whose
+		// confirmation the shutdown cut short.
+		return r.interrupted(out)
 	case r.s.eStopped():
 		out.Kind = OutcomeEStopped
 		out.Recovery.Text = "no recovery motion while the e-stop is latched"
@@ -297,6 +302,13 @@ func (r *run) cancelled(out Outcome, taskID string, req StopRequest) Outcome {
 	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), r.s.set.stopTimeout))
 }
 
+// interrupted ends a motion the shutdown cut short.
+func (r *run) interrupted(out Outcome) Outcome {
+	out.Kind = OutcomeInterrupted
+	out.State, _, _ = r.s.Latest()
+	return out
+}
+
 func (r *run) fault(out Outcome, taskID, reason string) Outcome {
 	r.s.latchFault(taskID, reason)
 	out.Kind = OutcomeFault
@@ -337,6 +349,9 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 			return r.fault(out, m.Auth.TaskID, out.Recovery.Text+": "+err.Error())
 		}
 	}
+	if r.sctx.Err() != nil {
+		return r.interrupted(out)
+	}
 	r.setPhase(PhaseRecovering)
 	out.Recovery.Attempted = true
 	s.emit(Event{Kind: EventRecoveryStarted, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Trip.Detail})
@@ -370,6 +385,12 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 			return out
 		}
 		return r.cancelled(out, m.Auth.TaskID, req)
+	}
+	if r.sctx.Err() != nil {
+		out.Recovery.Trip = trip
+		out.Recovery.Text = "recovery to " + name + " cut short: the bridge is shutting down"
+		s.emit(Event{Kind: EventRecoveryFinished, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Recovery.Text})
+		return r.interrupted(out)
 	}
 	if err != nil {
 		// Refused at the gate: e-stop latched meanwhile, or link never
