@@ -301,11 +301,15 @@ type BaseConf struct {
 	GoalTolerance float64 `yaml:"goal_tolerance,omitempty"`
 	// YawToleranceDeg in degrees, in (0, 180] (optional). It defaults to 3.
 	YawToleranceDeg float64 `yaml:"yaw_tolerance_deg,omitempty"`
-	// Radius is the footprint radius in metres (optional). It defaults to 0.3.
+	// Radius is the footprint radius in metres (optional). It defaults to
+	// 0.3. The limits treat the base as a disc of this radius along its
+	// whole path: it must fit inside the workspace and clear of every
+	// surface and keep-out region.
 	Radius float64 `yaml:"radius,omitempty"`
 	// Workspace is the polygon (room frame, ≥ 3 vertices, simple, inside
-	// world.bounds) the base's centre must stay inside. Do not repeat the
-	// first vertex at the end; the polygon closes itself.
+	// world.bounds; it may be non-convex) the base's whole footprint must
+	// stay inside, along the path too. Do not repeat the first vertex at
+	// the end; the polygon closes itself.
 	Workspace []Point2 `yaml:"workspace"`
 }
 
@@ -354,9 +358,10 @@ type Vec3Conf struct {
 	Z float64 `yaml:"z"`
 }
 
-// Location is a named base pose in the room frame. Its (x, y) must lie
-// inside base.workspace and outside every keep-out region. Every robot has a
-// base, so home, table and dock are required.
+// Location is a named base pose in the room frame. The base's footprint at
+// (x, y) must fit inside base.workspace, clear of surfaces and keep-out
+// regions; a location that does not is refused when the config loads.
+// Every robot has a base, so home, table and dock are required.
 type Location struct {
 	X        float64 `yaml:"x"`
 	Y        float64 `yaml:"y"`
@@ -423,7 +428,8 @@ type WorldConf struct {
 	Regions  []RegionConf  `yaml:"regions,omitempty"`
 }
 
-// SurfaceConf is a horizontal surface, like a table top or a shelf.
+// SurfaceConf is a horizontal surface, like a table top or a shelf. Its
+// polygon is an obstacle the base's footprint may not overlap.
 type SurfaceConf struct {
 	Name    string   `yaml:"name"`
 	Polygon []Point2 `yaml:"polygon"`
@@ -435,7 +441,8 @@ type SurfaceConf struct {
 type RegionConf struct {
 	Name    string   `yaml:"name"`
 	Polygon []Point2 `yaml:"polygon"`
-	// KeepOut forbids the base's centre inside the region.
+	// KeepOut forbids the base's footprint (the disc of base.radius)
+	// anywhere in the region, and any path through it.
 	KeepOut bool `yaml:"keep_out,omitempty"`
 }
 
