@@ -9,8 +9,13 @@
 // geometry_msgs/Twist on cmd_vel with the driver closing the loop on
 // odometry (transport.ros.base_mode), a control_msgs/FollowJointTrajectory
 // goal for the arm and a control_msgs/GripperCommand goal for the gripper.
-// Stop cancels every goal, publishes a zero Twist and sends a trajectory
-// that holds the arm where it is. Every name comes from the hw-config, so a
+// Stop cancels every goal (the arm's trajectory included) and publishes a
+// zero Twist. It never commands the arm somewhere: a hold trajectory is
+// added only at a joint reading no older than one control period, due no
+// sooner than one period and the joint velocity limits allow. In cmd_vel
+// mode the driver turns in place, drives the straight segment the limits
+// checked and brakes straight before turning. Every name comes from the
+// hw-config, so a
 // robot is bridged by writing a config, not code.
 //
 // actionlib goal states map onto the driver contract like this: PENDING
