@@ -1,4 +1,4 @@
-// Package approval is the operator approval service (DESIGN.md §3.5): the
+// Package approval is the operator approval service (ARCHITECTURE.md): the
 // only place where a human says yes or no to a robot motion.
 //
 // An action tool call that needs approval files a request with [Service.Request]
@@ -19,7 +19,7 @@
 // implements safety.Grants) before every motion command and again every
 // control period while the motion runs (cheap for a task already bound).
 //
-// When authority ends (DESIGN.md §4, invariant 11):
+// When authority ends (ARCHITECTURE.md, invariant 11):
 //
 //   - Revoking a grant — [Service.Revoke], [Service.RevokeWith] with the
 //     operator's reason, or DELETE /v1/grants/{id}, which is the same

@@ -41,7 +41,7 @@ const SystemActor = "system"
 // Store persists requests, decisions and grants. The service calls it
 // before a change takes effect: a request is filed, a decision delivered
 // and a grant usable only after the store accepted the record, so a crash
-// never loses one (DESIGN.md §4, invariant 8). When an approve, deny or
+// never loses one (ARCHITECTURE.md, invariant 8). When an approve, deny or
 // grant cannot be saved, the operation fails and nothing changes. Expiries
 // and withdrawals are declines; they take effect even when the save fails
 // (the failure is logged), because a decline must never wait on a disk.

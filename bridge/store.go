@@ -176,7 +176,7 @@ func (d *durable) latchRecorded(ctx context.Context) error {
 // latch_fault, the default).
 const CrashFaultReason = "the bridge restarted after an unclean shutdown"
 
-// recoverDurable runs before the API opens (DESIGN.md §4, invariant 8):
+// recoverDurable runs before the API opens (ARCHITECTURE.md, invariant 8):
 // the latches the store remembers are restored into the supervisor — and,
 // when the previous run did not shut down cleanly, a fault that only an
 // operator clears (safety.after_crash) — a stop is sent to the robot, then

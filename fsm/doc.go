@@ -1,4 +1,4 @@
-// Package fsm is the lifecycle of one action task (DESIGN.md §3.4), built
+// Package fsm is the lifecycle of one action task (ARCHITECTURE.md), built
 // on github.com/looplab/fsm: typed states and events, one transition table,
 // and nothing else. It does no I/O and never sleeps; the action runner fires
 // events and persists transitions, the supervisor decides when.

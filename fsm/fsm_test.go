@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// allowed is the lifecycle of DESIGN.md §3.4 written out by hand, one row
+// allowed is the lifecycle of ARCHITECTURE.md written out by hand, one row
 // per (state, event), independently of the table in fsm.go: the test fails
 // if either drifts.
 var allowed = []struct {

@@ -16,7 +16,7 @@ var ErrNotAuthorized = errors.New("motion not authorized")
 // Sentinels a Grants refusal wraps (besides ErrNotAuthorized) when the
 // grant itself has ended, so the supervisor can tell the agent which: an
 // operator withdrew it, or its time ran out. A motion running on a grant
-// that ends is stopped at once (DESIGN.md §4, invariant 11).
+// that ends is stopped at once (ARCHITECTURE.md, invariant 11).
 var (
 	// ErrGrantRevoked: an operator revoked or deleted the grant.
 	ErrGrantRevoked = errors.New("grant revoked")

@@ -2,7 +2,7 @@ package safety
 
 // RestoreLatches sets the e-stop and fault latches a previous run left
 // latched, as the store recorded them, so a restart never forgets them
-// (DESIGN.md §4, invariants 4, 6 and 8): until an operator resets the
+// (ARCHITECTURE.md, invariants 4, 6 and 8): until an operator resets the
 // e-stop or clears the fault, every motion is refused exactly as if the
 // bridge had never stopped. The bridge calls it at start, before the API
 // opens. A latch that is already set keeps its own cause, and a latch

@@ -10,7 +10,7 @@ import (
 
 // ErrStopRequested: a stop, cancel or the end of the task's grant was
 // requested for the task, so the gate refuses every further command of it
-// — the next step and any recovery motion alike (DESIGN.md §4,
+// — the next step and any recovery motion alike (ARCHITECTURE.md,
 // invariant 10).
 var ErrStopRequested = errors.New("stop requested for this task")
 
@@ -105,7 +105,7 @@ func (s *Supervisor) CancelTask(ctx context.Context, taskID, by, reason string) 
 // ran out (expired true). The approval service calls it the moment a
 // grant ends; the motion loop also re-checks its grant every control
 // period, so a grant that ends without a call still stops its motion
-// within one period (DESIGN.md §4, invariant 11).
+// within one period (ARCHITECTURE.md, invariant 11).
 func (s *Supervisor) GrantEnded(ctx context.Context, grantID, by, reason string, expired bool) {
 	if grantID == "" {
 		return

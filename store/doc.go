@@ -1,4 +1,4 @@
-// Package store is robot-bridge's durable memory (DESIGN.md §4, invariant
+// Package store is robot-bridge's durable memory (ARCHITECTURE.md, invariant
 // 8): one SQLite file in the data dir, opened through the pure-Go driver
 // modernc.org/sqlite in WAL mode with synchronous=FULL, so a record is on
 // the disk when its write returns and a crash of the bridge — kill -9

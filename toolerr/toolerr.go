@@ -1,5 +1,5 @@
 // Package toolerr is the closed set of error types an agent can receive
-// (DESIGN.md §3.3), each with whether retrying can help and a default
+// (ARCHITECTURE.md), each with whether retrying can help and a default
 // suggestion the model can follow, and the Error value that carries one
 // through the bridge. Every package that produces an agent-facing failure
 // returns a *Error (or wraps one); the tool API turns it into the result
@@ -16,7 +16,7 @@ import (
 // Type is one of the closed set of error types.
 type Type string
 
-// The error types. Adding one is an API change: update DESIGN.md, the
+// The error types. Adding one is an API change: update ARCHITECTURE.md, the
 // golden tests and the model-facing docs together.
 const (
 	InvalidParams    Type = "INVALID_PARAMS"

@@ -10,7 +10,7 @@ import (
 )
 
 func TestEveryTypeHasRuleAndSuggestion(t *testing.T) {
-	require.Len(t, Types(), 17, "the closed set of DESIGN.md §3.3")
+	require.Len(t, Types(), 17, "the closed set of ARCHITECTURE.md")
 	retryable := map[Type]bool{ApprovalPending: true, RobotBusy: true, Unavailable: true, RateLimited: true, Internal: true}
 	for _, ty := range Types() {
 		require.True(t, ty.Valid())

@@ -22,7 +22,7 @@ import (
 )
 
 // TestCrash_KillNineOverROS is the ROS variant of
-// TestCrash_KillNineLosesNothing (issue 6, DESIGN.md §4 invariants 8 and
+// TestCrash_KillNineLosesNothing (issue 6, ARCHITECTURE.md, invariants 8 and
 // 9): Debian's real rosmaster, the simulator as its own process
 // (`robot-bridge sim --transport ros`) and the bridge as another
 // (`robot-bridge serve` on ros-sim.yaml), all built from this package.

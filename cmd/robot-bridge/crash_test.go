@@ -25,7 +25,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/store"
 )
 
-// TestCrash_KillNineLosesNothing is DESIGN.md §4 invariant 8 against the
+// TestCrash_KillNineLosesNothing is ARCHITECTURE.md, invariant 8 against the
 // real binary: build robot-bridge, start a motion task over HTTP, kill -9
 // the process at a random point (before the approval, racing the approval,
 // right after it, or mid-motion), start it again on the same data dir, and
