@@ -420,3 +420,44 @@ func TestNewRunner_ValidatesConf(t *testing.T) {
 	_, err = actions.NewRunner(actions.RunnerConf{Config: cfg})
 	require.ErrorContains(t, err, "Supervisor")
 }
+
+// TestSubmit_LatchDuringPlanningFilesNothing is issue 11 item 4: a grasp
+// planned while the e-stop was pressed was filed for approval, survived
+// the reset and ran once approved. A latch that engages while a call is
+// planned — even one released again before planning ends — ends the call:
+// no approval request is filed and nothing moves.
+func TestSubmit_LatchDuringPlanningFilesNothing(t *testing.T) {
+	tests := []struct {
+		name     string
+		resetToo bool
+	}{
+		{"e-stop pressed while the grasp is planned", false},
+		{"e-stop pressed and reset while the grasp is planned", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b *bench
+			objs := objectsFunc(func(id string) (actions.ObjectInfo, error) {
+				// Given the planner looking the object up, When the e-stop
+				// is pressed now (and maybe reset)
+				require.NoError(t, b.sup.EStop(context.Background(), "operator-1", "person in the cell"))
+				if tc.resetToo {
+					require.NoError(t, b.sup.ResetEStop("operator-1"))
+				}
+				return actions.ObjectInfo{ID: id, Label: "cup", Position: robot.Vec3{X: 0.75, Z: 0.5}}, nil
+			})
+			b = newBench(t, benchOpt{objects: objs})
+			_, err := b.submit("grasp", map[string]any{"object_id": "near_cup"})
+			// Then the call fails with ESTOP_ACTIVE, nothing is filed and
+			// nothing moves
+			require.Equal(t, toolerr.EStopActive, typeOf(err), "%v", err)
+			require.Contains(t, toolerr.As(err).Message, "nothing moved")
+			require.Zero(t, b.appr.requestCount(), "an approval request was filed for a call planned across an e-stop")
+			require.Empty(t, b.bot.commands())
+			for _, v := range b.run.List() {
+				require.True(t, v.Terminal(), "task %s left %s", v.ID, v.Status)
+				require.Equal(t, fsm.EStopped, v.Status)
+			}
+		})
+	}
+}
