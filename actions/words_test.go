@@ -51,8 +51,10 @@ func TestWords_Golden(t *testing.T) {
 		{"where: stop not confirmed", func() string { return whereNow(cfg, toTable, st, stopUnconfirmed) }},
 		{"where: nothing was sent", func() string { return whereNow(cfg, toTable, st, untouched) }},
 		{"timeout, recovered", func() string {
-			return failureError("move_base_to", safety.Outcome{Kind: safety.OutcomeRecovered, Trip: deadline, StopConfirmed: true,
-				Recovery: safety.Recovery{Succeeded: true, Text: "arm already in stowed, base stopped"}}, whereNow(cfg, toTable, st, atRest)).Message
+			return failureError("move_base_to", safety.Outcome{
+				Kind: safety.OutcomeRecovered, Trip: deadline, StopConfirmed: true,
+				Recovery: safety.Recovery{Succeeded: true, Text: "arm already in stowed, base stopped"},
+			}, whereNow(cfg, toTable, st, atRest)).Message
 		}},
 		{"silent robot, stop not confirmed, fault", func() string {
 			return failureError("move_base_to", safety.Outcome{Kind: safety.OutcomeFault, Trip: silence, StopConfirmed: false},

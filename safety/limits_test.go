@@ -250,7 +250,7 @@ func TestLimits_KeepOutInflatedByRadius(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireRefusal(t, lim, err, tc.limit, "stairs")
+			_ = requireRefusal(t, lim, err, tc.limit, "stairs")
 		})
 	}
 }
