@@ -125,34 +125,244 @@ func (s State) Clone() State {
 	return c
 }
 
-// Summary describes the physical state in one short sentence fragment, for
-// the "robot" field of a result envelope, e.g. "stopped at (1.20, 0.40)
-// facing 90°, battery 87%".
+// Summary describes the state itself in one short sentence fragment, e.g.
+// "stopped at (1.20, 0.40) facing 90°, battery 87%". It knows nothing of
+// how old the state is: "stopped" means only that this state shows no
+// motion. To describe the robot now — a state that may be stale, a link
+// that may be down, a stop that may be unconfirmed — use
+// Observation.Summary.
 func (s State) Summary() string {
 	var b strings.Builder
-	if s.Moving(0.01, 0.02) {
-		fmt.Fprintf(&b, "moving at (%.2f, %.2f) facing %.0f°", s.Base.X, s.Base.Y, Degrees(s.Base.Theta))
+	if s.Moving(movingLinEps, movingAngEps) {
+		b.WriteString("moving at ")
 	} else {
-		fmt.Fprintf(&b, "stopped at (%.2f, %.2f) facing %.0f°", s.Base.X, s.Base.Y, Degrees(s.Base.Theta))
+		b.WriteString("stopped at ")
 	}
+	s.writePose(&b)
+	s.writeDetails(&b)
+	return b.String()
+}
+
+// Thresholds of Summary's "moving": m/s for the base, rad/s for turning
+// and for every joint.
+const (
+	movingLinEps = 0.01
+	movingAngEps = 0.02
+)
+
+// writePose writes "(x, y) facing θ°".
+func (s State) writePose(b *strings.Builder) {
+	fmt.Fprintf(b, "(%.2f, %.2f) facing %.0f°", s.Base.X, s.Base.Y, Degrees(s.Base.Theta))
+}
+
+// writeDetails writes the gripper, battery, e-stop and faults, each after
+// a comma.
+func (s State) writeDetails(b *strings.Builder) {
 	if s.Gripper != nil {
 		switch {
 		case s.Gripper.Holding != "":
-			fmt.Fprintf(&b, ", holding %s", s.Gripper.Holding)
+			fmt.Fprintf(b, ", holding %s", s.Gripper.Holding)
 		case s.Gripper.Closed:
 			b.WriteString(", gripper closed and empty")
 		default:
 			b.WriteString(", gripper open")
 		}
 	}
-	fmt.Fprintf(&b, ", battery %.0f%%", s.Battery.Percent)
+	fmt.Fprintf(b, ", battery %.0f%%", s.Battery.Percent)
 	if s.EStop {
 		b.WriteString(", robot e-stop engaged")
 	}
 	if len(s.Faults) > 0 {
-		fmt.Fprintf(&b, ", robot faults: %s", strings.Join(s.Faults, ", "))
+		fmt.Fprintf(b, ", robot faults: %s", strings.Join(s.Faults, ", "))
 	}
+}
+
+// DefaultStaleAfter is how old a state may be and still describe the robot
+// now, when an Observation does not say: the default of the hw-config's
+// safety.state_timeout, past which the supervisor treats the robot as
+// silent.
+const DefaultStaleAfter = 500 * time.Millisecond
+
+// Condition is what can truthfully be said about the robot's motion at one
+// moment, from its newest state and how that state was received.
+type Condition string
+
+// Conditions, from the least known to the best known.
+const (
+	// ConditionUnknown: no state has been received.
+	ConditionUnknown Condition = "unknown"
+	// ConditionLinkDown: the transport does not reach the robot; the
+	// newest state is history, whatever it shows.
+	ConditionLinkDown Condition = "link_down"
+	// ConditionStale: the link is up, but no state has arrived for longer
+	// than the state timeout; the robot may be doing anything.
+	ConditionStale Condition = "stale"
+	// ConditionStopUnconfirmed: a stop was sent and no state has been
+	// received since; the newest state is from before the stop.
+	ConditionStopUnconfirmed Condition = "stop_unconfirmed"
+	// ConditionMoving: a current state shows the base or a joint moving.
+	ConditionMoving Condition = "moving"
+	// ConditionStopped: a current state (received after the stop, if one
+	// was sent) shows the robot at rest.
+	ConditionStopped Condition = "stopped"
+)
+
+// Current reports whether the condition describes the robot now (moving
+// or stopped), rather than what it last showed.
+func (c Condition) Current() bool { return c == ConditionMoving || c == ConditionStopped }
+
+// Observation is the newest robot state together with what decides how
+// much it says about the robot now: when it was received, whether the
+// link is up, and whether a stop was sent after it. Its Summary is the
+// one way the bridge describes the robot to an agent or an operator, so
+// that every answer is exactly true at the moment it is given.
+type Observation struct {
+	// State is the newest state received; meaningless unless Have.
+	State State
+	// Have is false until a state has been received.
+	Have bool
+	// ReceivedAt is when the bridge received State, on its own clock
+	// (State.Stamp is the robot's clock and is not compared with it).
+	ReceivedAt time.Time
+	// Now is the moment the observation describes, on the bridge's clock.
+	Now time.Time
+	// StaleAfter is the state timeout: a state received longer ago than
+	// this no longer says what the robot does now. Zero or less is
+	// DefaultStaleAfter.
+	StaleAfter time.Duration
+	// LinkUp is whether the transport reaches the robot at Now.
+	LinkUp bool
+	// StopSentAt, when set, is when a stop was sent: only a state received
+	// after it can show the robot stopped.
+	StopSentAt time.Time
+}
+
+// Age is how long before Now the state was received (0 without a state,
+// never negative).
+func (o Observation) Age() time.Duration {
+	if !o.Have {
+		return 0
+	}
+	return max(0, o.Now.Sub(o.ReceivedAt))
+}
+
+// staleAfter is StaleAfter with its default.
+func (o Observation) staleAfter() time.Duration {
+	if o.StaleAfter <= 0 {
+		return DefaultStaleAfter
+	}
+	return o.StaleAfter
+}
+
+// Stale reports whether the state is older than the state timeout.
+func (o Observation) Stale() bool { return o.Have && o.Age() > o.staleAfter() }
+
+// Condition says what the observation shows. A lost link outranks a stale
+// state, which outranks an unconfirmed stop: each later one is claimed
+// only when the earlier ones do not hold.
+func (o Observation) Condition() Condition {
+	switch {
+	case !o.Have:
+		return ConditionUnknown
+	case !o.LinkUp:
+		return ConditionLinkDown
+	case o.Stale():
+		return ConditionStale
+	case !o.StopSentAt.IsZero() && !o.ReceivedAt.After(o.StopSentAt):
+		return ConditionStopUnconfirmed
+	case o.State.Moving(movingLinEps, movingAngEps):
+		return ConditionMoving
+	}
+	return ConditionStopped
+}
+
+// Summary describes the robot at Now in one short sentence fragment, for
+// the "robot" field of a result envelope and the operator console. It
+// says "stopped" only when a current state — received within the state
+// timeout, over a link that is up, and after the stop if one was sent —
+// shows the robot at rest, and "moving" only from a current state that
+// shows motion. Otherwise it says where the robot was last seen and how
+// long ago:
+//
+//	stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%
+//	moving at (1.20, 0.40) facing 90°, gripper open, battery 87%
+//	last seen moving at (1.20, 0.40) facing 90° 2.5 s ago (no state since), gripper open, battery 87%
+//	robot link down; last seen at (1.20, 0.40) facing 90° 12 s ago (no state since), gripper open, battery 87%
+//	stop sent, not confirmed; last seen moving at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), …
+//	robot state unknown (no state received yet)
+func (o Observation) Summary() string {
+	var b strings.Builder
+	cond := o.Condition()
+	stopSent := !o.StopSentAt.IsZero()
+	switch cond {
+	case ConditionUnknown:
+		if stopSent {
+			b.WriteString("stop sent, not confirmed; ")
+		}
+		if o.LinkUp {
+			b.WriteString("robot state unknown (no state received yet)")
+		} else {
+			b.WriteString("robot link down, no state received yet")
+		}
+		return b.String()
+	case ConditionMoving, ConditionStopped:
+		if stopSent && cond == ConditionMoving {
+			b.WriteString("stop sent, not confirmed; ")
+		}
+		b.WriteString(string(cond) + " at ")
+		o.State.writePose(&b)
+		o.State.writeDetails(&b)
+		return b.String()
+	}
+	if stopSent {
+		b.WriteString("stop sent, not confirmed; ")
+	}
+	if cond == ConditionLinkDown {
+		b.WriteString("robot link down; ")
+	}
+	b.WriteString(o.LastSeen())
+	if cond == ConditionStopUnconfirmed {
+		b.WriteString(" (before the stop)")
+	} else {
+		b.WriteString(" (no state since)")
+	}
+	o.State.writeDetails(&b)
 	return b.String()
+}
+
+// LastSeen says where the newest state showed the robot and how long ago
+// it was received, whatever the condition: "last seen at (1.20, 0.40)
+// facing 90° 2.5 s ago", with "moving" when that state showed motion;
+// "no state received yet" without one.
+func (o Observation) LastSeen() string {
+	if !o.Have {
+		return "no state received yet"
+	}
+	var b strings.Builder
+	b.WriteString("last seen ")
+	if o.State.Moving(movingLinEps, movingAngEps) {
+		b.WriteString("moving ")
+	}
+	b.WriteString("at ")
+	o.State.writePose(&b)
+	b.WriteString(" " + FormatAge(o.Age()) + " ago")
+	return b.String()
+}
+
+// FormatAge writes a state's age for a reader: tenths of a second under
+// 10 s ("2.5 s"), whole seconds under two minutes ("75 s"), then whole
+// minutes ("12 min") and, past two hours, whole hours ("5 h").
+func FormatAge(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1f s", math.Floor(d.Seconds()*10)/10)
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%d s", int64(d/time.Second))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%d min", int64(d/time.Minute))
+	}
+	return fmt.Sprintf("%d h", int64(d/time.Hour))
 }
 
 // Degrees converts radians to degrees normalised to (-180, 180].
