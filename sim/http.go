@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -171,7 +172,8 @@ type httpHandler struct {
 //	POST   /v1/sim/faults       inject one fault (JSON, see DecodeFault)
 //	DELETE /v1/sim/faults       clear every fault
 //	DELETE /v1/sim/faults/{id}  clear one fault
-//	GET    /v1/sim/truth        ground truth (see Truth)
+//	GET    /v1/sim/truth        ground truth (see Truth; odometer and counters included)
+//	GET    /v1/sim/log          the command log (see CommandLog and LogPage)
 //
 // Errors are JSON {"error": {"message", "field", "allowed"}} with a 4xx
 // status. A nil logger discards logs.
@@ -185,6 +187,7 @@ func NewHTTPHandler(s *Sim, logger *slog.Logger) http.Handler {
 	h.mux.HandleFunc("DELETE /v1/sim/faults", h.clearAll)
 	h.mux.HandleFunc("DELETE /v1/sim/faults/{id}", h.clear)
 	h.mux.HandleFunc("GET /v1/sim/truth", h.truth)
+	h.mux.HandleFunc("GET /v1/sim/log", h.commandLog)
 	return h.mux
 }
 
@@ -268,4 +271,60 @@ func (h *httpHandler) clear(w http.ResponseWriter, r *http.Request) {
 
 func (h *httpHandler) truth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, h.sim.Truth())
+}
+
+// LogPage is the answer of GET /v1/sim/log?since=N: the commands and stops
+// the robot received (CommandLog), each numbered by its position in the
+// whole history since the simulator started (0 for the first), so that a
+// client polling with since=Next reads every entry exactly once.
+type LogPage struct {
+	// First is the number of Entries[0]. It is greater than the since
+	// asked for when the simulator had already dropped older entries (it
+	// keeps the most recent ones, see CommandLog): a client then knows it
+	// missed since..First-1.
+	First int `json:"first"`
+	// Next is the number the next entry will get: the since of the next
+	// poll.
+	Next    int        `json:"next"`
+	Entries []LogEntry `json:"entries"`
+}
+
+// logTotal is how many entries the command log has had since the start:
+// every command (accepted, refused or duplicate) and every stop adds one.
+func logTotal(c Counters) int { return c.Accepted + c.Rejected + c.Duplicates + c.Stops }
+
+// logPage numbers the log: the counters read before and after it are
+// equal only when no entry was added in between, and then the log holds
+// the entries numbered total-len .. total-1.
+func logPage(s *Sim, since int) LogPage {
+	for {
+		before := logTotal(s.Counters())
+		log := s.CommandLog()
+		if after := logTotal(s.Counters()); after != before {
+			continue
+		}
+		first := before - len(log)
+		skip := min(max(since-first, 0), len(log))
+		p := LogPage{First: first + skip, Next: before, Entries: log[skip:]}
+		if p.Entries == nil {
+			p.Entries = []LogEntry{}
+		}
+		return p
+	}
+}
+
+func (h *httpHandler) commandLog(w http.ResponseWriter, r *http.Request) {
+	since := 0
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			var b errorBody
+			b.Error.Field = "since"
+			b.Error.Message = fmt.Sprintf("since %q is not an entry number: use an integer >= 0, the next of the previous page (0 for the whole log)", v)
+			writeJSON(w, http.StatusBadRequest, b)
+			return
+		}
+		since = n
+	}
+	writeJSON(w, http.StatusOK, logPage(h.sim, since))
 }

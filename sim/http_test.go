@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/robot"
 )
 
 func do(t *testing.T, h http.Handler, method, path, body string) (int, map[string]any) {
@@ -184,4 +186,87 @@ func FuzzDecodeFault(f *testing.F) {
 		}
 		s.ClearFaults()
 	})
+}
+
+func TestHTTPLogNumbersEveryEntryOnce(t *testing.T) {
+	// Given a simulator that received a refused command, an accepted one,
+	// the same one again and a stop
+	s := newSim(t)
+	h := NewHTTPHandler(s, nil)
+	page := func(query string) (int, LogPage, map[string]any) {
+		t.Helper()
+		code, body := do(t, h, "GET", "/v1/sim/log"+query, "")
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		var p LogPage
+		require.NoError(t, json.Unmarshal(b, &p))
+		return code, p, body
+	}
+	code, p, _ := page("")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, LogPage{First: 0, Next: 0, Entries: []LogEntry{}}, p, "an empty log is an empty list")
+	far := robot.Command{ID: "c0", Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 40}, MaxLinear: 0.5, MaxAngular: 1}}
+	require.Error(t, s.Command(far))
+	cmd := robot.Command{ID: "c1", Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 1}, MaxLinear: 0.5, MaxAngular: 1}}
+	require.NoError(t, s.Command(cmd))
+	s.Step(100 * time.Millisecond)
+	require.NoError(t, s.Command(cmd))
+	s.Stop()
+
+	// When the whole log is read
+	code, p, _ = page("")
+	// Then it is the simulator's own log, numbered from 0, commands with
+	// their ids and content
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, 0, p.First)
+	require.Equal(t, 4, p.Next)
+	require.Equal(t, s.CommandLog(), p.Entries)
+	require.Equal(t, []string{"command", "command", "command", "stop"}, []string{p.Entries[0].Op, p.Entries[1].Op, p.Entries[2].Op, p.Entries[3].Op})
+	require.False(t, p.Entries[0].Accepted)
+	require.NotEmpty(t, p.Entries[0].Error)
+	require.Equal(t, "c1", p.Entries[1].ID)
+	require.Equal(t, cmd, *p.Entries[1].Command)
+	require.True(t, p.Entries[2].Duplicate)
+	require.Equal(t, Epoch.Add(100*time.Millisecond), p.Entries[3].Time)
+
+	// When a client polls from where it left off, Then it gets only what
+	// is new, and nothing when nothing is
+	s.Stop()
+	_, p, _ = page("?since=4")
+	require.Equal(t, 4, p.First)
+	require.Equal(t, 5, p.Next)
+	require.Len(t, p.Entries, 1)
+	require.Equal(t, "stop", p.Entries[0].Op)
+	_, p, _ = page("?since=5")
+	require.Equal(t, LogPage{First: 5, Next: 5, Entries: []LogEntry{}}, p)
+	_, p, _ = page("?since=9")
+	require.Equal(t, LogPage{First: 5, Next: 5, Entries: []LogEntry{}}, p, "a since beyond the end reads nothing")
+
+	// And a since that is not an entry number is refused, naming the field
+	for _, bad := range []string{"-1", "x", "1.5"} {
+		code, _, body := page("?since=" + bad)
+		require.Equal(t, http.StatusBadRequest, code, bad)
+		e := body["error"].(map[string]any)
+		require.Equal(t, "since", e["field"])
+		require.Contains(t, e["message"], "integer >= 0")
+	}
+}
+
+func TestHTTPLogSaysWhatWasDropped(t *testing.T) {
+	// Given a simulator that has received more stops than its log keeps
+	s := newSim(t)
+	for range maxHistory + 1 {
+		s.Stop()
+	}
+	kept := len(s.CommandLog())
+	require.Less(t, kept, maxHistory+1, "the log dropped its oldest entries")
+
+	// When a client asks from the start
+	code, body := do(t, NewHTTPHandler(s, nil), "GET", "/v1/sim/log?since=0", "")
+	require.Equal(t, http.StatusOK, code)
+
+	// Then the first number it gets says how many it missed
+	require.Equal(t, float64(maxHistory+1-kept), body["first"])
+	require.Equal(t, float64(maxHistory+1), body["next"])
+	require.Len(t, body["entries"], kept)
 }
