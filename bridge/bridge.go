@@ -246,7 +246,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 		HWConfig:    cfg,
 		Tasks:       b.dur.tasks(b.runner),
 		Idempotency: b.dur.st,
-		Robot:       robotSource{b.drv},
+		Robot:       robotSource{b.sup, b.drv},
 		Scene:       sceneSource{b.perception},
 		Safety:      safetySource{b.sup},
 		Tokens:      tokens,
@@ -513,17 +513,25 @@ func (b *Bridge) Runner() *actions.Runner { return b.runner }
 // Handler returns the HTTP handler (API, operator routes, metrics).
 func (b *Bridge) Handler() http.Handler { return b.handler }
 
-type robotSource struct{ d safety.Driver }
+// robotSource is the tool API's robot state: the supervisor's newest
+// state with the time it received it (the bridge's clock), and the
+// driver's link. The last state is returned while the link is down too;
+// the tool API says how old it is and that the link is down.
+type robotSource struct {
+	sup *safety.Supervisor
+	d   safety.Driver
+}
 
-func (r robotSource) Latest(context.Context) (robot.State, error) {
-	if !r.d.LinkUp() {
-		return robot.State{}, toolerr.New(toolerr.Unavailable, "the robot link is down").With("link", "down")
-	}
-	st, ok := r.d.Latest()
+func (r robotSource) Latest(context.Context) (robot.State, time.Time, error) {
+	st, at, ok := r.sup.Latest()
 	if !ok {
-		return robot.State{}, toolerr.New(toolerr.Unavailable, "no state has arrived from the robot yet")
+		err := toolerr.New(toolerr.Unavailable, "no state has arrived from the robot yet")
+		if !r.d.LinkUp() {
+			err.With("link", "down")
+		}
+		return robot.State{}, time.Time{}, err
 	}
-	return st, nil
+	return st, at, nil
 }
 
 func (r robotSource) LinkUp() bool { return r.d.LinkUp() }

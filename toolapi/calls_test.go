@@ -302,20 +302,19 @@ func TestAsyncTasks(t *testing.T) {
 		env = h.call("cancel_task", args(map[string]any{"task_id": "missing"}))
 		require.Equal(t, toolerr.NotFound, env.Error.Type)
 	})
-	t.Run("stop reports where the robot stopped", func(t *testing.T) {
+	t.Run("stop reports where the robot was last seen", func(t *testing.T) {
 		h := newHarness(t)
 		var gotBy, gotReason string
 		h.tasks.StopFn = func(_ context.Context, by, reason string) (actions.StopReport, error) {
 			gotBy, gotReason = by, reason
-			st := testState()
-			st.Base.X = 3
-			return actions.StopReport{Text: "Stopped task t-1.", Cancelled: []string{"t-1"}, State: st}, nil
+			return actions.StopReport{Text: "Stopped task t-1.", Cancelled: []string{"t-1"}, State: testState()}, nil
 		}
 		env := h.call("stop", args(map[string]any{"reason": "user said stop"}))
 		require.True(t, env.OK)
 		require.Equal(t, "agent", gotBy)
 		require.Equal(t, "user said stop", gotReason)
-		require.Contains(t, env.Robot, "(3.00, 0.40)")
+		require.Equal(t, "Stopped task t-1.", env.Text)
+		require.Contains(t, env.Robot, "at (1.20, 0.40) facing 90°")
 	})
 }
 

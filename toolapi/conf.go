@@ -38,9 +38,12 @@ type Tasks interface {
 
 // RobotState is the robot state cache as the tool API sees it.
 type RobotState interface {
-	// Latest returns the most recent state; an error means none is
-	// available (link down, no state yet).
-	Latest(ctx context.Context) (robot.State, error)
+	// Latest returns the most recent state and when the bridge received
+	// it, on Conf.Clock; an error means there is none (no state yet, or
+	// the source failed). It returns the last state while the link is down
+	// too: the tool API then says the link is down and how old the state
+	// is, and never calls that state the robot's now.
+	Latest(ctx context.Context) (robot.State, time.Time, error)
 	// LinkUp reports whether the robot link is alive.
 	LinkUp() bool
 }
@@ -186,6 +189,12 @@ type Conf struct {
 	// MCPWait is how long an action called over MCP waits for its task
 	// (optional). It defaults to 0: return at once with the task.
 	MCPWait time.Duration
+	// StaleAfter is how old the robot's newest state may be and still be
+	// described as the robot now (optional). It defaults to the
+	// hw-config's safety.state_timeout, or robot.DefaultStaleAfter when
+	// that is unset. An older state is reported as "last seen … ago",
+	// never as "stopped" or "moving".
+	StaleAfter time.Duration
 }
 
 // ErrConf is the root of every configuration error of New.
@@ -267,6 +276,15 @@ func (c Conf) withDefaults() (Conf, error) {
 			return c, e
 		}
 	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = c.HWConfig.Safety.StateTimeout.D()
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = robot.DefaultStaleAfter
+	}
+	if c.StaleAfter < 0 {
+		return c, confErr("StaleAfter", "must not be negative, got %s", c.StaleAfter)
+	}
 	if c.MCPWait < 0 {
 		return c, confErr("MCPWait", "must not be negative, got %s", c.MCPWait)
 	}
@@ -328,7 +346,7 @@ type noRobot struct{}
 
 var _ RobotState = noRobot{}
 
-func (noRobot) Latest(context.Context) (robot.State, error) {
-	return robot.State{}, &toolerr.Error{Type: toolerr.Unavailable, Message: "no robot state source is connected", RetryAfter: 5 * time.Second}
+func (noRobot) Latest(context.Context) (robot.State, time.Time, error) {
+	return robot.State{}, time.Time{}, &toolerr.Error{Type: toolerr.Unavailable, Message: "no robot state source is connected", RetryAfter: 5 * time.Second}
 }
 func (noRobot) LinkUp() bool { return false }

@@ -120,24 +120,33 @@ func (f *fakeTasks) Active() (actions.TaskView, bool) {
 	return actions.TaskView{}, false
 }
 
-// fakeRobot is a hand-written RobotState.
+// fakeRobot is a hand-written RobotState. By default its state was
+// received age before its clock's now (0: just now).
 type fakeRobot struct {
 	LatestFn func(ctx context.Context) (robot.State, error)
+	clock    clockwork.Clock
 	up       atomic.Bool
+	age      atomic.Int64 // time.Duration
 	latest   atomic.Int32
 }
 
 var _ RobotState = (*fakeRobot)(nil)
 
-func (f *fakeRobot) Latest(ctx context.Context) (robot.State, error) {
+func (f *fakeRobot) Latest(ctx context.Context) (robot.State, time.Time, error) {
 	f.latest.Add(1)
+	st, err := testState(), error(nil)
 	if f.LatestFn != nil {
-		return f.LatestFn(ctx)
+		st, err = f.LatestFn(ctx)
 	}
-	return testState(), nil
+	// Read after LatestFn, which may advance the clock (a state arriving
+	// later).
+	return st, f.clock.Now().Add(-time.Duration(f.age.Load())), err
 }
 
 func (f *fakeRobot) LinkUp() bool { return f.up.Load() }
+
+// receivedAgo makes the fake's state one received d ago.
+func (f *fakeRobot) receivedAgo(d time.Duration) { f.age.Store(int64(d)) }
 
 func testState() robot.State {
 	return robot.State{
@@ -169,7 +178,8 @@ type harness struct {
 
 func newHarness(t testing.TB, mod ...func(*Conf)) *harness {
 	t.Helper()
-	h := &harness{t: t, tasks: newFakeTasks(), robot: &fakeRobot{}, clock: clockwork.NewFakeClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	h := &harness{t: t, tasks: newFakeTasks(), clock: clockwork.NewFakeClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	h.robot = &fakeRobot{clock: h.clock}
 	h.robot.up.Store(true)
 	conf := Conf{
 		HWConfig: loadSimConfig(t), Tasks: h.tasks, Robot: h.robot, Tokens: testTokens, Clock: h.clock,

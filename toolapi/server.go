@@ -149,11 +149,15 @@ func (req CallRequest) keyOrigin() string {
 
 // outcome is what a tool produced before it is wrapped in an Envelope.
 type outcome struct {
-	data  any
-	text  string
-	task  *TaskRef
-	err   *toolerr.Error
-	state *robot.State // the robot state the tool already read, if any
+	data any
+	text string
+	task *TaskRef
+	err  *toolerr.Error
+	// obs is the robot observation the tool already made, if any.
+	obs *robot.Observation
+	// stopSentAt is set by the stop tool: the envelope says "stopped"
+	// only from a state received after it.
+	stopSentAt time.Time
 }
 
 func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
@@ -235,7 +239,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		env.Error = ErrorBodyOf(out.err)
 		env.Data = nil
 	}
-	env.Robot = s.robotText(ctx, out.state)
+	env.Robot = s.robotText(ctx, out)
 
 	outcomeLabel, errType := "ok", "none"
 	if env.Error != nil {
@@ -291,25 +295,48 @@ func (s *Server) unknownTool(name string) *toolerr.Error {
 	return te.With("closest", closest).With("received", shown)
 }
 
-// robotText is the envelope's robot field: the physical state in words
-// and what task holds the robot.
-func (s *Server) robotText(ctx context.Context, st *robot.State) string {
+// observe reads the robot's newest state with what decides whether it
+// describes the robot now: when it was received, the link, the clock. An
+// error means there is no state at all.
+func (s *Server) observe(ctx context.Context) (robot.Observation, error) {
+	st, at, err := s.conf.Robot.Latest(ctx)
+	// The link and the clock are read after the state, so the age and
+	// the link are never older than the state they qualify.
+	obs := robot.Observation{LinkUp: s.conf.Robot.LinkUp(), Now: s.conf.Clock.Now(), StaleAfter: s.conf.StaleAfter}
+	if err != nil {
+		return obs, err
+	}
+	obs.State, obs.Have, obs.ReceivedAt = st, true, at
+	return obs, nil
+}
+
+// robotText is the envelope's robot field: the physical state in words,
+// exactly as true as what the bridge knows at this moment (see
+// robot.Observation.Summary: "stopped" only from a current state, and
+// after a stop only from a state received since), and what task holds
+// the robot.
+func (s *Server) robotText(ctx context.Context, out outcome) string {
 	var b strings.Builder
-	if st == nil {
-		latest, err := s.conf.Robot.Latest(ctx)
+	obs := out.obs
+	if obs == nil {
+		o, err := s.observe(ctx)
 		if err != nil {
 			b.WriteString("robot state unknown (no state from the robot: ")
 			b.WriteString(toolerr.As(err).Message)
 			b.WriteString(")")
+			if !o.LinkUp {
+				b.WriteString(", robot link down")
+			}
 		} else {
-			st = &latest
+			obs = &o
 		}
 	}
-	if st != nil {
-		b.WriteString(st.Summary())
-		if !s.conf.Robot.LinkUp() {
-			b.WriteString(", robot link down (state may be stale)")
+	if obs != nil {
+		o := *obs
+		if !out.stopSentAt.IsZero() {
+			o.StopSentAt = out.stopSentAt
 		}
+		b.WriteString(o.Summary())
 	}
 	if v, ok := s.conf.Tasks.Active(); ok {
 		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, v.Status)
@@ -341,14 +368,33 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 	defer cancel()
 	switch t.Name {
 	case ToolGetRobotState:
-		v, err := s.robot.do(ctx, func(ctx context.Context) (any, error) { return s.conf.Robot.Latest(ctx) })
+		v, err := s.robot.do(ctx, func(ctx context.Context) (any, error) {
+			obs, err := s.observe(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !obs.LinkUp {
+				return nil, toolerr.New(toolerr.Unavailable, "the robot link is down; the robot was %s", obs.LastSeen()).
+					With("link", "down").With("state_age_ms", obs.Age().Milliseconds())
+			}
+			return obs, nil
+		})
 		if err != nil {
 			return fail(err)
 		}
-		st := v.(robot.State)
+		obs := v.(robot.Observation)
+		st := obs.State
+		cond := obs.Condition()
+		text := "The robot is " + obs.Summary() + "."
+		if !cond.Current() {
+			text = "The robot was " + obs.Summary() + "; it may have moved since."
+		}
 		return outcome{
-			data: stateData{State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: s.conf.Robot.LinkUp()},
-			text: "The robot is " + st.Summary() + ".", state: &st,
+			data: stateData{
+				State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: obs.LinkUp,
+				Condition: cond, Stale: !cond.Current(), StateAgeMS: obs.Age().Milliseconds(),
+			},
+			text: text, obs: &obs,
 		}
 	case ToolDescribeScene:
 		q := SceneQuery{}
@@ -396,6 +442,14 @@ type stateData struct {
 	robot.State
 	ThetaDeg float64 `json:"theta_deg"`
 	LinkUp   bool    `json:"link_up"`
+	// Condition is what the state says about the robot now: moving or
+	// stopped for a current state, stale when none arrived within the
+	// state timeout.
+	Condition robot.Condition `json:"condition"`
+	// Stale is true when the state is not the robot's now.
+	Stale bool `json:"stale"`
+	// StateAgeMS is how long ago the bridge received the state.
+	StateAgeMS int64 `json:"state_age_ms"`
 }
 
 func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) outcome {
@@ -477,14 +531,17 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		}
 		rep, err := s.conf.Tasks.Stop(ctx, p.Name, reason)
 		if err != nil {
+			// Whether the stop left is what the error says; the robot
+			// field then only describes the newest state.
 			return fail(err)
 		}
-		st := rep.State
 		text := rep.Text
 		if text == "" {
-			text = "The robot was stopped."
+			text = "Stop sent."
 		}
-		return outcome{data: rep, text: text, state: &st}
+		// The stop has left once Stop returns: only a state received
+		// after this instant can show the robot stopped.
+		return outcome{data: rep, text: text, stopSentAt: s.conf.Clock.Now()}
 	case ToolCancelTask:
 		id, _ := args["task_id"].(string)
 		v, err := s.conf.Tasks.Cancel(ctx, id, p.Name)
