@@ -20,6 +20,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/console"
 	"github.com/robot-bridge/robot-bridge/events"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/perception"
@@ -437,23 +438,9 @@ func (b *Bridge) forwardEvents(ctx context.Context) {
 	go func() {
 		defer b.bg.Done()
 		defer stopS()
-		var last time.Time
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case st, ok := <-states:
-				if !ok {
-					return
-				}
-				now := b.clock.Now()
-				if now.Sub(last) < time.Second/stateEventHz {
-					continue
-				}
-				last = now
-				b.bus.Publish(events.TypeState, now, stateEvent{State: st, Summary: st.Summary(), LinkUp: b.drv.LinkUp()})
-			}
-		}
+		// State events say "stopped" or "moving" only of a current
+		// state; a robot gone silent is shown stale, a lost link down.
+		console.RobotFeed{Bus: b.bus, States: states, Observe: b.observeRobot, Clock: b.clock, MaxRate: stateEventHz}.Run(ctx)
 	}()
 }
 
@@ -461,11 +448,17 @@ func (b *Bridge) forwardEvents(ctx context.Context) {
 // little enough for a tablet on Wi-Fi.
 const stateEventHz = 10
 
-// stateEvent is the payload of a state event.
-type stateEvent struct {
-	State   robot.State `json:"state"`
-	Summary string      `json:"summary"`
-	LinkUp  bool        `json:"link_up"`
+// observeRobot is the robot now, for the console and the event stream:
+// the supervisor's newest state with its receive time, the link, and the
+// state timeout past which that state is stale.
+func (b *Bridge) observeRobot() robot.Observation {
+	st, at, ok := b.sup.Latest()
+	return robot.Observation{
+		State: st, Have: ok, ReceivedAt: at, Now: b.clock.Now(), LinkUp: b.drv.LinkUp(),
+		// Zero (a hand-built config) is robot.DefaultStaleAfter, as it
+		// is the supervisor's default.
+		StaleAfter: b.conf.Config.Safety.StateTimeout.D(),
+	}
 }
 
 // safetyEventData is the JSON form of a safety event (its error as text).

@@ -12,7 +12,6 @@ import (
 	"github.com/robot-bridge/robot-bridge/events"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/perception"
-	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 )
@@ -66,10 +65,10 @@ func (b *Bridge) mountConsole() {
 // consoleSnapshot is what the console page (and the hello event of every
 // event stream) starts from.
 type consoleSnapshot struct {
-	Robot           consoleRobot        `json:"robot"`
-	State           *robot.State        `json:"state,omitempty"`
-	Summary         string              `json:"summary"`
-	LinkUp          bool                `json:"link_up"`
+	Robot consoleRobot `json:"robot"`
+	// RobotView is the robot now (state, summary, link_up, condition,
+	// stale, state_age_ms, stale_after_ms), as the state events carry it.
+	console.RobotView
 	Safety          safety.Status       `json:"safety"`
 	SafetyText      string              `json:"safety_text"`
 	Approvals       []approval.Approval `json:"approvals"`
@@ -165,7 +164,7 @@ func (b *Bridge) consoleSnapshot(ctx context.Context) (any, error) {
 	st := b.sup.Status()
 	s := consoleSnapshot{
 		Robot:      consoleRobot{ID: cfg.Robot.ID, Name: cfg.Robot.Name},
-		LinkUp:     b.drv.LinkUp(),
+		RobotView:  console.ViewRobot(b.observeRobot()),
 		Safety:     st,
 		SafetyText: describeSafety(st),
 		Approvals:  b.approvals.List(string(approval.StatusPending)),
@@ -182,9 +181,6 @@ func (b *Bridge) consoleSnapshot(ctx context.Context) (any, error) {
 		s.MaxGrantMinutes = max(int(maxTTL/time.Minute), 1)
 	} else {
 		s.MaxGrantMinutes = 30
-	}
-	if rs, ok := b.drv.Latest(); ok {
-		s.State, s.Summary = &rs, rs.Summary()
 	}
 	for _, g := range b.approvals.Grants() {
 		if g.Status == approval.GrantActive {

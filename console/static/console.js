@@ -20,6 +20,12 @@
     state: null,
     summary: '',
     linkUp: false,
+    // What the bridge said of the state (robot.Condition) and how old the
+    // state was when it said so; stateAt is when this page heard it.
+    condition: 'unknown',
+    stateAgeMS: 0,
+    staleAfterMS: 500,
+    stateAt: 0,
     safety: null,
     safetyText: '',
     approvals: new Map(),
@@ -61,6 +67,15 @@
   }
 
   function deg(rad) { return rad * 180 / Math.PI; }
+
+  // ageText writes an age as the bridge does (robot.FormatAge).
+  function ageText(ms) {
+    const s = Math.max(ms, 0) / 1000;
+    if (s < 10) return (Math.floor(s * 10) / 10).toFixed(1) + ' s';
+    if (s < 120) return Math.floor(s) + ' s';
+    if (s < 7200) return Math.floor(s / 60) + ' min';
+    return Math.floor(s / 3600) + ' h';
+  }
 
   function timeOf(iso) {
     const d = new Date(iso);
@@ -203,9 +218,7 @@
     model.robot = s.robot || model.robot;
     if (s.map) { model.map = s.map; drawStaticMap(); }
     model.maxGrantMinutes = s.max_grant_minutes || model.maxGrantMinutes;
-    model.state = s.state || null;
-    model.summary = s.summary || '';
-    model.linkUp = !!s.link_up;
+    setRobot(s);
     model.safety = s.safety || null;
     model.safetyText = s.safety_text || '';
     model.approvals = new Map((s.approvals || []).filter((a) => a.status === 'pending').map((a) => [a.id, a]));
@@ -219,11 +232,42 @@
 
   function applyState(d) {
     if (!d) return;
-    model.state = d.state;
-    model.summary = d.summary;
-    model.linkUp = !!d.link_up;
+    setRobot(d);
     renderRobot();
     renderLink();
+  }
+
+  // setRobot takes the robot part of a snapshot or a state event
+  // (console.RobotView).
+  function setRobot(d) {
+    model.state = d.state || null;
+    model.summary = d.summary || '';
+    model.linkUp = !!d.link_up;
+    model.condition = d.condition || 'unknown';
+    model.stateAgeMS = d.state_age_ms || 0;
+    model.staleAfterMS = d.stale_after_ms || 500;
+    model.stateAt = performance.now();
+  }
+
+  // The bridge marks a silent robot stale within half a state timeout;
+  // past this much more the page stops trusting its last word (a stream
+  // that stalled without closing) and marks the state stale itself.
+  const STALE_GRACE_MS = 1000;
+
+  // robotNow is what the page may say of the robot now: the bridge's
+  // condition and summary, unless they said "moving" or "stopped" of a
+  // state that has since grown older than the state timeout.
+  function robotNow() {
+    const age = model.stateAgeMS + (performance.now() - model.stateAt);
+    const st = model.state;
+    let condition = model.condition;
+    let summary = model.summary;
+    if (st && (condition === 'moving' || condition === 'stopped') && age > model.staleAfterMS + STALE_GRACE_MS) {
+      condition = 'stale';
+      summary = `last seen ${model.condition === 'moving' ? 'moving ' : ''}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}° ` +
+        `${ageText(age)} ago (no update since)`;
+    }
+    return { condition, summary, age, current: condition === 'moving' || condition === 'stopped' };
   }
 
   function applyTask(t) {
@@ -283,10 +327,29 @@
     renderGrants();
   }
 
+  // renderLink is the header pill: the link and what the robot is doing,
+  // "stopped" or "moving" only while the state is current.
   function renderLink() {
     const p = $('link-status');
-    p.textContent = model.linkUp ? 'robot link up' : 'robot link DOWN';
-    p.className = 'pill ' + (model.linkUp ? 'good' : 'bad');
+    const r = robotNow();
+    app.dataset.robot = r.condition;
+    let text = 'robot link up, ' + r.condition;
+    let cls = 'good';
+    if (!model.linkUp) {
+      text = 'robot link DOWN';
+      cls = 'bad';
+    } else if (r.condition === 'unknown') {
+      text = 'robot link up, no state yet';
+      cls = 'warn';
+    } else if (r.condition === 'stop_unconfirmed') {
+      text = 'stop sent, not confirmed';
+      cls = 'warn';
+    } else if (!r.current) {
+      text = `robot silent for ${ageText(r.age)}, state stale`;
+      cls = 'warn';
+    }
+    p.textContent = text;
+    p.className = 'pill ' + cls;
   }
 
   function renderSafety() {
@@ -312,14 +375,17 @@
     const dl = $('robot-state');
     dl.replaceChildren();
     const row = (k, v) => dl.append(el('dt', { text: k }), el('dd', { text: v }));
-    if (!st) { row('State', 'no state from the robot yet'); drawRobot(); return; }
+    const r = robotNow();
+    dl.classList.toggle('stale', !!st && !r.current);
+    if (!st) { row('State', model.linkUp ? 'no state from the robot yet' : 'robot link down, no state from the robot yet'); drawRobot(); return; }
+    row('Seen', `${ageText(r.age)} ago` + (r.current ? '' : ' — stale: not the robot\'s state now'));
     row('Pose', `x ${fmt(st.base.x)} m, y ${fmt(st.base.y)} m, heading ${fmt(deg(st.base.theta), 0)}°`);
     row('Velocity', `${fmt(st.velocity.v)} m/s, ${fmt(st.velocity.w)} rad/s`);
     if (st.battery) row('Battery', `${fmt(st.battery.percent, 0)} %${st.battery.charging ? ' (charging)' : ''}`);
     if (st.gripper) row('Gripper', `${st.gripper.closed ? 'closed' : 'open'} ${fmt(st.gripper.opening * 100, 1)} cm${st.gripper.holding ? ', holding ' + st.gripper.holding : ''}`);
     if (st.joints && st.joints.length) row('Arm', st.joints.map((j) => `${j.name} ${fmt(j.position)}`).join(', '));
     if (st.faults && st.faults.length) row('Robot faults', st.faults.join(', '));
-    row('Summary', model.summary || '');
+    row('Summary', r.summary || '');
     drawRobot();
   }
 
@@ -410,7 +476,9 @@
     marker.setAttribute('data-x', fmt(st.base.x, 3));
     marker.setAttribute('data-y', fmt(st.base.y, 3));
     marker.setAttribute('data-theta', fmt(st.base.theta, 3));
-    const label = `robot at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°`;
+    const current = robotNow().current;
+    marker.classList.toggle('stale', !current);
+    const label = `robot ${current ? '' : 'last seen '}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°`;
     marker.setAttribute('aria-label', label);
     marker.querySelector('title').textContent = label;
     describeMap();
@@ -453,7 +521,7 @@
   function describeMap() {
     const st = model.state;
     const targets = [...model.approvals.values()].filter((a) => a.target).length;
-    const where = st ? `Robot at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°. ` : 'Robot position unknown. ';
+    const where = st ? `Robot ${robotNow().current ? '' : 'last seen '}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°. ` : 'Robot position unknown. ';
     $('map-desc').textContent = `Top-down map of the room. ${where}${model.objects.length} objects shown, ${targets} pending motion targets.`;
   }
 
@@ -799,6 +867,9 @@
     $('grant-form').addEventListener('submit', onGrant);
     $('grant-cancel').addEventListener('click', () => $('grant-dialog').close('cancel'));
     setInterval(tickExpiry, 1000);
+    // The robot's age (and, past the state timeout, its staleness) moves
+    // on between events.
+    setInterval(() => { if (app.dataset.signedIn === 'true') { renderLink(); renderRobot(); } }, 500);
   }
 
   boot();
