@@ -1,9 +1,17 @@
 package toolapi
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,19 +24,128 @@ import (
 // same as over HTTP. The result's text content is the Envelope as JSON and
 // its structured content the Envelope itself; isError is !ok, so an agent
 // sees tool failures as results it can act on, never as protocol errors.
-// An idempotency key may be passed in the call's _meta as
-// "idempotency_key"; the MCP session id scopes the loop guard.
+// The MCP session id scopes the loop guard.
+//
+// An action that can move the robot is sent at most once per key
+// (DESIGN.md §4, invariant 7). MCP gives a call no key of its own that a
+// retry would carry: a host that gives up on a tools/call (a timeout, a
+// dropped connection) and tries again sends a new request with a new
+// JSON-RPC id, often on a new session whose ids start again from 0. So:
+//
+//   - The key a retry carries is one the caller chose: the
+//     "idempotency_key" argument every moving action's MCP input schema
+//     advertises (the model can set it), or "idempotency_key" in the
+//     call's _meta (a host can). It is scoped to the credential, not the
+//     session, so it survives a reconnect, and it is the same key as an
+//     idempotency_key of that value on /v1/tools/{name}/call.
+//   - Without one, the call's JSON-RPC id on its MCP session is the key.
+//     The protocol forbids reusing an id within a session, so the same id
+//     again on the same session is the same request sent again (by a
+//     gateway or a transport that lost the answer): it gets the first
+//     answer and sends nothing. A retry with a new id is a new call.
 func (s *Server) mcpHandler() http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "robot-bridge", Title: "robot-bridge tools", Version: "0.1.0"},
 		&mcp.ServerOptions{Logger: s.log})
 	for _, t := range s.reg.Tools() {
 		name := t.Name
-		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.OpenAI().Function.Parameters},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return s.mcpCall(ctx, name, req), nil
-			})
+		srv.AddTool(mcpTool(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.mcpCall(ctx, name, req), nil
+		})
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: s.log})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: s.log})
+	return s.mcpRequestIDs(h)
+}
+
+// mcpKeyField is the argument (and the _meta field) that carries an MCP
+// call's idempotency key.
+const mcpKeyField = "idempotency_key"
+
+// mcpRequestIDHeader carries the JSON-RPC id of a POSTed tools/call from
+// mcpRequestIDs to the tool handler (the SDK hands the handler the HTTP
+// request's header, not the id). Only the bridge sets it: a client's own
+// value is removed.
+const mcpRequestIDHeader = "X-Robot-Bridge-Mcp-Request-Id"
+
+// onceByKey reports whether calls of t are sent at most once per key: every
+// action that can move the robot. stop and cancel_task only ever stop
+// motion and always run.
+func onceByKey(t *Tool) bool { return t.Kind == KindAction && !neverRefused(t.Name) }
+
+// mcpTool is t as MCP lists it: a moving action's input schema gains the
+// optional idempotency_key argument, and the annotations say which tools
+// only read.
+func mcpTool(t *Tool) *mcp.Tool {
+	params := t.OpenAI().Function.Parameters
+	desc := t.Description
+	if onceByKey(t) {
+		props := maps.Clone(params["properties"].(map[string]any))
+		props[mcpKeyField] = map[string]any{
+			"type": "string", "minLength": 1, "maxLength": maxIDLen,
+			"description": "optional; a new unique string (e.g. a UUID) for every new action. If you get no answer " +
+				"(timeout, disconnect), call again with the same key and the same arguments: you get the first call's task, " +
+				"and the robot never moves twice. Never reuse a key for a different action.",
+		}
+		params["properties"] = props
+		desc += " Pass a fresh idempotency_key so that a retry after a lost answer never moves the robot twice."
+	}
+	readOnly := t.Kind == KindState
+	return &mcp.Tool{
+		Name: t.Name, Description: desc, InputSchema: params,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: readOnly || t.Idempotent},
+	}
+}
+
+// mcpRequestIDs passes the JSON-RPC id of a tools/call POSTed on an MCP
+// session to the tool handler in mcpRequestIDHeader. A batch (a JSON
+// array, gone from the protocol since 2025-06-18) gets no id.
+func (s *Server) mcpRequestIDs(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(mcpRequestIDHeader)
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" && r.Body != nil {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					http.Error(w, fmt.Sprintf("request body larger than %d bytes", s.conf.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, "request body unreadable", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if id, ok := toolsCallID(body); ok {
+				r.Header.Set(mcpRequestIDHeader, id)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// toolsCallID returns the id of a single JSON-RPC tools/call request, as
+// compact JSON (7 and "7" are different ids).
+func toolsCallID(body []byte) (string, bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" || len(m.ID) == 0 || string(m.ID) == "null" {
+		return "", false
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, m.ID) != nil {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// mcpRequestKey is the idempotency key of an MCP request id on a session
+// (before submitOnce scopes it to the credential). A long id is hashed.
+func mcpRequestKey(sessionID, id string) string {
+	if len(id) > 64 {
+		sum := sha256.Sum256([]byte(id))
+		id = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return "mcp_request " + strconv.QuoteToASCII(sessionID) + " " + id
 }
 
 func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequest) *mcp.CallToolResult {
@@ -44,25 +161,93 @@ func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequ
 		env = Envelope{Tool: tool, Error: ErrorBodyOf(permissionDenied("no valid bearer token on the MCP request", RoleAgent))}
 		return mcpResult(env)
 	}
-	creq := CallRequest{Tool: tool, Wait: s.conf.MCPWait}
+	creq := CallRequest{Tool: tool, Wait: s.conf.MCPWait, viaMCP: true}
+	sessionID := ""
 	if req.Session != nil {
-		creq.SessionID = "mcp:" + req.Session.ID()
+		sessionID = req.Session.ID()
+		creq.SessionID = "mcp:" + sessionID
 	}
-	var raw json.RawMessage
+	var (
+		raw  json.RawMessage
+		meta map[string]any
+	)
 	if req.Params != nil {
-		raw = req.Params.Arguments
-		if k, ok := req.Params.Meta["idempotency_key"].(string); ok && len(k) <= maxIDLen {
-			creq.IdempotencyKey = k
-		}
+		raw, meta = req.Params.Arguments, req.Params.Meta
 	}
 	args, argErr := decodeArguments(raw)
 	if argErr != nil {
-		env = s.callWithArgError(ctx, p, creq, argErr)
-	} else {
-		creq.Arguments = args
-		env = s.Call(ctx, p, creq)
+		return mcpResult(s.callWithArgError(ctx, p, creq, argErr))
 	}
-	return mcpResult(env)
+	if t, known := s.reg.Lookup(tool); !known || !onceByKey(t) {
+		// stop and cancel_task always run and state tools only read: a
+		// key they carry is not needed, and never keeps them from running.
+		delete(args, mcpKeyField)
+	} else {
+		key, keyErr := mcpKeyOf(args, meta)
+		var id string
+		if req.Extra != nil && req.Extra.Header != nil {
+			id = req.Extra.Header.Get(mcpRequestIDHeader)
+		}
+		switch {
+		case keyErr != nil:
+			creq.Arguments = args
+			return mcpResult(s.callWithArgError(ctx, p, creq, keyErr))
+		case key != "":
+			creq.IdempotencyKey = key
+		case sessionID != "" && id != "":
+			creq.IdempotencyKey, creq.mcpRequestID = mcpRequestKey(sessionID, id), id
+		}
+	}
+	creq.Arguments = args
+	return mcpResult(s.Call(ctx, p, creq))
+}
+
+// mcpKeyOf takes the idempotency key out of a call's arguments (where the
+// input schema advertises it) and its _meta (where a host may put it). A
+// key that is not a string of 1 to maxIDLen characters, or two different
+// keys, is INVALID_PARAMS: the call runs with no key and could move twice
+// otherwise.
+func mcpKeyOf(args, meta map[string]any) (string, *toolerr.Error) {
+	var argKey, metaKey string
+	if v, ok := args[mcpKeyField]; ok {
+		delete(args, mcpKeyField)
+		k, te := keyValue(mcpKeyField, v)
+		if te != nil {
+			return "", te
+		}
+		argKey = k
+	}
+	if v, ok := meta[mcpKeyField]; ok {
+		k, te := keyValue("_meta."+mcpKeyField, v)
+		if te != nil {
+			return "", te
+		}
+		metaKey = k
+	}
+	if argKey != "" && metaKey != "" && argKey != metaKey {
+		te := toolerr.New(toolerr.InvalidParams,
+			"the call carries two different idempotency keys, %q in its arguments and %q in _meta; nothing was run", argKey, metaKey)
+		te.Suggestion = "pass one idempotency_key (the same value in both places, or only one of them) and call again"
+		return "", te.With("field", mcpKeyField).With("received", argKey).With("allowed", "the same key as _meta."+mcpKeyField)
+	}
+	if argKey != "" {
+		return argKey, nil
+	}
+	return metaKey, nil
+}
+
+func keyValue(field string, v any) (string, *toolerr.Error) {
+	k, ok := v.(string)
+	allowed := fmt.Sprintf("a string of 1 to %d characters", maxIDLen)
+	switch {
+	case !ok:
+		return "", fieldError(field, v, allowed)
+	case k == "":
+		return "", fieldError(field, k, allowed)
+	case len(k) > maxIDLen:
+		return "", fieldError(field, k[:32]+"…", allowed)
+	}
+	return k, nil
 }
 
 func mcpResult(env Envelope) *mcp.CallToolResult {

@@ -25,10 +25,16 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func mcpSession(t *testing.T, h *harness, token string) (*mcp.ClientSession, error) {
 	t.Helper()
+	return mcpSessionVia(t, h, token, http.DefaultTransport)
+}
+
+// mcpSessionVia connects the official go-sdk client with token over rt.
+func mcpSessionVia(t *testing.T, h *harness, token string, rt http.RoundTripper) (*mcp.ClientSession, error) {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "0"}, nil)
 	tr := &mcp.StreamableClientTransport{
 		Endpoint: h.ts.URL + "/mcp", MaxRetries: -1, DisableStandaloneSSE: true,
-		HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: bearerRT{token, rt}},
 	}
 	cs, err := client.Connect(context.Background(), tr, nil)
 	if err == nil {

@@ -131,12 +131,19 @@ type CallRequest struct {
 	// from a tool call's id by POST /v1/tool_calls, so that a replay or a
 	// CONFLICT names the tool call rather than a key the client never saw.
 	toolCallID, keyPrefix string
+	// viaMCP is set for calls over MCP, whose replays say that nothing
+	// was sent again; mcpRequestID when IdempotencyKey was derived from
+	// the call's JSON-RPC id on its MCP session.
+	viaMCP       bool
+	mcpRequestID string
 }
 
 // keyOrigin says in words where the call's idempotency key came from, for
 // messages to the model.
 func (req CallRequest) keyOrigin() string {
 	switch {
+	case req.mcpRequestID != "":
+		return fmt.Sprintf("MCP request id %s of this MCP session", req.mcpRequestID)
 	case req.toolCallID == "":
 		return fmt.Sprintf("idempotency key %q", req.IdempotencyKey)
 	case req.keyPrefix != "":
@@ -145,6 +152,17 @@ func (req CallRequest) keyOrigin() string {
 		return fmt.Sprintf("tool call id %q without a session_id", req.toolCallID)
 	}
 	return fmt.Sprintf("tool call id %q in session %q", req.toolCallID, req.SessionID)
+}
+
+// newCallHint says how to make a new call rather than repeat this one.
+func (req CallRequest) newCallHint() string {
+	switch {
+	case req.toolCallID != "":
+		return "a new request needs a new tool call id"
+	case req.mcpRequestID != "":
+		return "a new request is a new tools/call, with a new id"
+	}
+	return "a new action needs a new idempotency_key"
 }
 
 // outcome is what a tool produced before it is wrapped in an Envelope.
@@ -569,12 +587,12 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		return fail(err)
 	}
 	out := s.follow(ctx, v, s.clampWait(req.Wait))
-	if replayed && req.toolCallID != "" {
+	if replayed && (req.toolCallID != "" || req.viaMCP) {
 		// A host that re-posts a message must be able to tell that
 		// nothing moved again, and a host that reuses ids must learn why
 		// its new call did not run.
 		out.text = fmt.Sprintf("The %s was already sent: this is its task, and nothing was sent to the robot again"+
-			" (a new request needs a new tool call id). ", req.keyOrigin()) + out.text
+			" (%s). ", req.keyOrigin(), req.newCallHint()) + out.text
 	}
 	return out
 }
@@ -680,8 +698,13 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 func conflict(req CallRequest, tool string, orig IdemRecord) *toolerr.Error {
 	if req.toolCallID == "" {
 		te := toolerr.New(toolerr.Conflict,
-			"idempotency key %q was already used with different arguments (or another tool); it is bound to its first request", req.IdempotencyKey).
-			With("idempotency_key", req.IdempotencyKey).With("tool", tool)
+			"the %s was already used with different arguments (or another tool); it is bound to its first request, so this call was not run", req.keyOrigin()).
+			With("tool", tool)
+		if req.mcpRequestID != "" {
+			te.With("mcp_request_id", req.mcpRequestID)
+		} else {
+			te.With("idempotency_key", req.IdempotencyKey)
+		}
 		if orig.Tool != "" {
 			te.With("original_tool", orig.Tool)
 		}
