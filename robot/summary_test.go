@@ -84,10 +84,14 @@ func TestSummary_StaleStateSaysLastSeen(t *testing.T) {
 		st   State
 		want string
 	}{
-		{"went silent mid-motion", 2500 * time.Millisecond, inMotion(),
-			"last seen moving at (1.20, 0.40) facing 90° 2.5 s ago (no state since), gripper open, battery 87%"},
-		{"went silent at rest", 2500 * time.Millisecond, atRest(),
-			"last seen at (1.20, 0.40) facing 90° 2.5 s ago (no state since), gripper open, battery 87%"},
+		{
+			"went silent mid-motion", 2500 * time.Millisecond, inMotion(),
+			"last seen moving at (1.20, 0.40) facing 90° 2.5 s ago (no state since), gripper open, battery 87%",
+		},
+		{
+			"went silent at rest", 2500 * time.Millisecond, atRest(),
+			"last seen at (1.20, 0.40) facing 90° 2.5 s ago (no state since), gripper open, battery 87%",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,14 +129,22 @@ func TestSummary_StopIsConfirmedOnlyByALaterState(t *testing.T) {
 		st         State
 		want       string
 	}{
-		{"state from before the stop, moving", sent.Add(-time.Millisecond), inMotion(),
-			"stop sent, not confirmed; last seen moving at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%"},
-		{"state from before the stop, at rest", sent.Add(-time.Millisecond), atRest(),
-			"stop sent, not confirmed; last seen at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%"},
-		{"state after the stop, at rest", sent.Add(time.Millisecond), atRest(),
-			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%"},
-		{"state after the stop, still moving", sent.Add(time.Millisecond), inMotion(),
-			"stop sent, not confirmed; moving at (1.20, 0.40) facing 90°, gripper open, battery 87%"},
+		{
+			"state from before the stop, moving", sent.Add(-time.Millisecond), inMotion(),
+			"stop sent, not confirmed; last seen moving at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%",
+		},
+		{
+			"state from before the stop, at rest", sent.Add(-time.Millisecond), atRest(),
+			"stop sent, not confirmed; last seen at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%",
+		},
+		{
+			"state after the stop, at rest", sent.Add(time.Millisecond), atRest(),
+			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%",
+		},
+		{
+			"state after the stop, still moving", sent.Add(time.Millisecond), inMotion(),
+			"stop sent, not confirmed; moving at (1.20, 0.40) facing 90°, gripper open, battery 87%",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,18 +31,30 @@ func TestEnvelope_SilentRobotIsNotCalledStopped(t *testing.T) {
 		linkUp bool
 		want   string
 	}{
-		{"silent mid-motion, link up", moving(), 2 * time.Second, true,
-			"last seen moving at (1.20, 0.40) facing 90° 2.0 s ago (no state since), gripper open, battery 87%, no task running"},
-		{"silent at rest, link up", testState(), 2 * time.Second, true,
-			"last seen at (1.20, 0.40) facing 90° 2.0 s ago (no state since), gripper open, battery 87%, no task running"},
-		{"one millisecond past the 500 ms state timeout", testState(), 501 * time.Millisecond, true,
-			"last seen at (1.20, 0.40) facing 90° 0.5 s ago (no state since), gripper open, battery 87%, no task running"},
-		{"link down, newest state fresh and at rest", testState(), 0, false,
-			"robot link down; last seen at (1.20, 0.40) facing 90° 0.0 s ago (no state since), gripper open, battery 87%, no task running"},
-		{"current state at rest", testState(), 100 * time.Millisecond, true,
-			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running"},
-		{"current state moving", moving(), 100 * time.Millisecond, true,
-			"moving at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running"},
+		{
+			"silent mid-motion, link up", moving(), 2 * time.Second, true,
+			"last seen moving at (1.20, 0.40) facing 90° 2.0 s ago (no state since), gripper open, battery 87%, no task running",
+		},
+		{
+			"silent at rest, link up", testState(), 2 * time.Second, true,
+			"last seen at (1.20, 0.40) facing 90° 2.0 s ago (no state since), gripper open, battery 87%, no task running",
+		},
+		{
+			"one millisecond past the 500 ms state timeout", testState(), 501 * time.Millisecond, true,
+			"last seen at (1.20, 0.40) facing 90° 0.5 s ago (no state since), gripper open, battery 87%, no task running",
+		},
+		{
+			"link down, newest state fresh and at rest", testState(), 0, false,
+			"robot link down; last seen at (1.20, 0.40) facing 90° 0.0 s ago (no state since), gripper open, battery 87%, no task running",
+		},
+		{
+			"current state at rest", testState(), 100 * time.Millisecond, true,
+			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running",
+		},
+		{
+			"current state moving", moving(), 100 * time.Millisecond, true,
+			"moving at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,14 +129,22 @@ func TestStop_EnvelopeSaysStoppedOnlyFromAStateAfterTheStop(t *testing.T) {
 		state robot.State
 		want  string
 	}{
-		{"no state since the stop, last one moving", 0, moving(),
-			"stop sent, not confirmed; last seen moving at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%, no task running"},
-		{"no state since the stop, last one at rest", 0, testState(),
-			"stop sent, not confirmed; last seen at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%, no task running"},
-		{"a state after the stop shows rest", 5 * time.Millisecond, testState(),
-			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running"},
-		{"a state after the stop still shows motion", 5 * time.Millisecond, moving(),
-			"stop sent, not confirmed; moving at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running"},
+		{
+			"no state since the stop, last one moving", 0, moving(),
+			"stop sent, not confirmed; last seen moving at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%, no task running",
+		},
+		{
+			"no state since the stop, last one at rest", 0, testState(),
+			"stop sent, not confirmed; last seen at (1.20, 0.40) facing 90° 0.0 s ago (before the stop), gripper open, battery 87%, no task running",
+		},
+		{
+			"a state after the stop shows rest", 5 * time.Millisecond, testState(),
+			"stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running",
+		},
+		{
+			"a state after the stop still shows motion", 5 * time.Millisecond, moving(),
+			"stop sent, not confirmed; moving at (1.20, 0.40) facing 90°, gripper open, battery 87%, no task running",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
