@@ -114,8 +114,13 @@ type StopReport struct {
 	Text string `json:"text"`
 	// Cancelled lists the ids of tasks the stop ended.
 	Cancelled []string `json:"cancelled,omitempty"`
-	// State is the robot's state right after the stop was sent.
+	// State is the robot's latest state right after the stop was sent
+	// (possibly received before it).
 	State robot.State `json:"state"`
+	// Robot says in words what is known of the robot now: "stopped" only
+	// from a state received after the stop, else "stop sent, not
+	// confirmed; last seen …".
+	Robot string `json:"robot"`
 }
 
 // ObjectInfo is what the grasp action needs to know of an object the robot

@@ -45,7 +45,6 @@ func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
 		// Cancelled, e-stopped or closing: whoever ended it made the transition.
 		return false
 	}
-	st, _, _ := r.sup.Latest()
 	switch {
 	case d.Approved:
 		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) {
@@ -54,14 +53,14 @@ func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
 		}})
 		return err == nil
 	case d.Expired:
-		te := toolerr.New(toolerr.ApprovalExpired, "no operator decided on %s in time; nothing moved; %s; no task running", t.req.Tool, st.Summary())
+		te := toolerr.New(toolerr.ApprovalExpired, "no operator decided on %s in time; nothing moved; %s; no task running", t.req.Tool, r.observe().Summary())
 		_ = r.fire(t, fsm.EvExpire, trOpts{by: "approval", reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	case d.Cancelled:
 		// Withdrawn: the canceller fires the transition; make sure it ends.
 		te := toolerr.New(toolerr.ActionFailed, "the approval request was withdrawn (%s); nothing moved", orNone(d.Reason))
 		_ = r.fire(t, fsm.EvCancel, trOpts{by: orSomeone(d.By), reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	default:
-		te := toolerr.New(toolerr.ApprovalDenied, "%s denied %s: %q; nothing moved; %s; no task running", operatorName(d.By), t.req.Tool, d.Reason, st.Summary()).
+		te := toolerr.New(toolerr.ApprovalDenied, "%s denied %s: %q; nothing moved; %s; no task running", operatorName(d.By), t.req.Tool, d.Reason, r.observe().Summary()).
 			With("reason", d.Reason).With("denied_by", d.By)
 		_ = r.fire(t, fsm.EvDeny, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	}

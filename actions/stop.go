@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
@@ -61,6 +62,17 @@ func (r *Runner) waitTerminal(ctx context.Context, t *task) (TaskView, error) {
 	return r.Get(t.id)
 }
 
+// observe describes the robot as the supervisor last heard from it, with
+// the age of that news, so words about it are exactly as true as they can
+// be now.
+func (r *Runner) observe() robot.Observation {
+	st, at, have := r.sup.Latest()
+	return robot.Observation{
+		State: st, Have: have, ReceivedAt: at, Now: r.clock.Now(),
+		StaleAfter: r.cfg.Safety.StateTimeout.D(), LinkUp: r.sup.Status().LinkUp,
+	}
+}
+
 // cancelBeforeMotion ends a task that has sent nothing.
 func (r *Runner) cancelBeforeMotion(t *task, by, reason string) {
 	st, _, _ := r.sup.Latest()
@@ -96,17 +108,23 @@ func (r *Runner) Stop(ctx context.Context, by, reason string) (StopReport, error
 		id = t.id
 	}
 	err := r.sup.StopTask(ctx, id, by, reason)
-	st, _, _ := r.sup.Latest()
-	rep := StopReport{State: st}
+	obs := r.observe()
+	if err == nil {
+		// Only a state received after this moment can show it stopped.
+		obs.StopSentAt = obs.Now
+	}
+	rep := StopReport{State: obs.State, Robot: obs.Summary()}
 	if t != nil {
 		r.endStopped(t, by, "stopped by "+by)
 		rep.Cancelled = append(rep.Cancelled, t.id)
 	}
-	rep.Text = "stop sent; " + st.Summary()
 	if t != nil {
-		rep.Text = fmt.Sprintf("stop sent; task %s (%s) cancelled; %s", t.id, t.req.Tool, st.Summary())
+		rep.Text = fmt.Sprintf("task %s (%s) cancelled; %s", t.id, t.req.Tool, rep.Robot)
 	} else {
-		rep.Text += "; no task was running"
+		rep.Text = rep.Robot + "; no task was running"
+	}
+	if err != nil {
+		rep.Text = "the stop command could not be delivered; " + rep.Text
 	}
 	if err != nil {
 		return rep, err
@@ -120,7 +138,7 @@ func (r *Runner) submitStop(ctx context.Context, req Request) (TaskView, error) 
 	now := r.clock.Now()
 	v := TaskView{
 		Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
-		Progress: Progress{Fraction: 1, Text: "stop sent"}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.State.Summary()},
+		Progress: Progress{Fraction: 1, Text: "stop sent"}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.Robot},
 		SessionID: req.SessionID, Principal: req.Principal, CreatedAt: now, UpdatedAt: now,
 	}
 	return v, err

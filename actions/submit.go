@@ -148,10 +148,9 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 		go r.run(t, nil)
 		return r.Get(t.id)
 	}
-	st, _, _ := r.sup.Latest()
 	ar := ApprovalRequest{
 		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
-		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: st.Summary(), RequestedBy: by, SessionID: req.SessionID,
+		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: r.observe().Summary(), RequestedBy: by, SessionID: req.SessionID,
 	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {

@@ -148,16 +148,27 @@ func describeSafety(st safety.Status) string {
 	} else {
 		parts = append(parts, "no fault latched")
 	}
+	stale := st.HaveState && st.LastStateAge > st.Monitors.StateTimeout
 	if st.RobotEStop {
-		parts = append(parts, "the robot's own e-stop is engaged")
+		if stale {
+			parts = append(parts, "the robot's own e-stop was engaged as last reported")
+		} else {
+			parts = append(parts, "the robot's own e-stop is engaged")
+		}
 	}
 	if st.LinkUp {
 		parts = append(parts, "robot link up")
 	} else {
 		parts = append(parts, "robot link DOWN")
 	}
+	switch {
+	case !st.HaveState:
+		parts = append(parts, "no robot state received yet")
+	case stale:
+		parts = append(parts, fmt.Sprintf("no robot state for %.1f s (state timeout %.1f s)", st.LastStateAge.Seconds(), st.Monitors.StateTimeout.Seconds()))
+	}
 	if st.Active != nil {
-		parts = append(parts, "a motion is being supervised")
+		parts = append(parts, fmt.Sprintf("task %s (%s) is %s under supervision", st.Active.TaskID, st.Active.Tool, st.Active.Phase))
 	}
 	return strings.Join(parts, "; ") + "."
 }
