@@ -371,18 +371,21 @@ func (b builder) moveBaseTo() *Tool {
 		hint += ", or location alone (one of " + strings.Join(locs, ", ") + "), not both"
 	}
 	if len(b.cfg.Base.Workspace) > 0 {
-		desc += ". The base centre must stay inside the workspace " + polygonText(b.cfg.Base.Workspace)
+		desc += fmt.Sprintf(". The base is a disc of radius %g m that must stay, along the whole straight path to the target, inside the workspace %s", b.cfg.Base.Radius, polygonText(b.cfg.Base.Workspace))
 	}
-	var keepOut []string
+	var obstacles []string
+	for _, sf := range b.cfg.World.Surfaces {
+		obstacles = append(obstacles, sf.Name)
+	}
 	for _, r := range b.cfg.World.Regions {
 		if r.KeepOut {
-			keepOut = append(keepOut, r.Name)
+			obstacles = append(obstacles, r.Name)
 		}
 	}
-	if len(keepOut) > 0 {
-		desc += " and out of the keep-out regions (" + strings.Join(keepOut, ", ") + ")"
+	if len(obstacles) > 0 {
+		desc += " and clear of the surfaces and keep-out regions (" + strings.Join(obstacles, ", ") + ")"
 	}
-	desc += fmt.Sprintf("; targets outside are refused with SAFETY_VIOLATION. Top speed %g m/s. Examples: %s. ", b.cfg.Base.MaxLinearSpeed, example) +
+	desc += fmt.Sprintf("; targets and paths that are not are refused with SAFETY_VIOLATION naming the obstacle and the closest allowed point. Top speed %g m/s. Examples: %s. ", b.cfg.Base.MaxLinearSpeed, example) +
 		apprText + " Do not call it again while its task runs; to halt at once use stop."
 	s := object(props)
 	s["oneOf"] = forms
@@ -491,8 +494,9 @@ func (b builder) stop() *Tool {
 func (b builder) cancelTask() *Tool {
 	return &Tool{
 		Name: ToolCancelTask, Kind: KindAction,
-		Description: "Cancel one task by id. A task not started yet (awaiting approval) ends with no motion; a running one is stopped " +
-			`and recovered. Example: {"task_id": "t-1"}. To halt everything at once use stop instead. It never needs approval.`,
+		Description: "Cancel one task by id. A task not started yet (awaiting approval) ends with no motion; a moving one " +
+			"(also one stopping or returning to its safe pose after a failure) is stopped where it is, with no further motion, and ends cancelled. " +
+			`Example: {"task_id": "t-1"}. To halt everything at once use stop instead. It never needs approval.`,
 		InputSchema: object(map[string]any{"task_id": taskIDSchema()}, "task_id"),
 		Idempotent:  true, Timeout: b.timeout(ToolCancelTask),
 	}
