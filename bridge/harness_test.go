@@ -116,6 +116,14 @@ func (h *harness) waitReady() {
 // status code and decoded JSON body.
 func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
 	h.t.Helper()
+	code, out, err := h.tryDo(method, path, token, body)
+	require.NoError(h.t, err)
+	return code, out
+}
+
+// tryDo is do without require, for goroutines a test spawns: it returns
+// what went wrong instead of failing the test.
+func (h *harness) tryDo(method, path, token string, body any) (int, map[string]any, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -123,11 +131,15 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 		rd = bytes.NewBufferString(b)
 	default:
 		raw, err := json.Marshal(b)
-		require.NoError(h.t, err)
+		if err != nil {
+			return 0, nil, err
+		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequest(method, h.base+path, rd)
-	require.NoError(h.t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -135,17 +147,23 @@ func (h *harness) do(method, path, token string, body any) (int, map[string]any)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := h.client.Do(req)
-	require.NoError(h.t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(h.t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	out := map[string]any{}
 	if len(bytes.TrimSpace(raw)) > 0 && raw[0] == '{' {
-		require.NoError(h.t, json.Unmarshal(raw, &out), "body: %s", raw)
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return 0, nil, fmt.Errorf("body %s: %w", raw, err)
+		}
 	} else {
 		out["_raw"] = string(raw)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, out, nil
 }
 
 // call invokes a tool as the agent and returns the envelope.
