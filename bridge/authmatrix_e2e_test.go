@@ -317,6 +317,7 @@ func matrix() []routeCase {
 		{pattern: "DELETE /v1/sim/faults", method: "DELETE", path: "/v1/sim/faults", need: toolapi.RoleOperator, opWant: 200},
 		{pattern: "DELETE /v1/sim/faults/{id}", method: "DELETE", path: "/v1/sim/faults/nope", need: toolapi.RoleOperator, opWant: 404},
 		{pattern: "GET /v1/sim/truth", method: "GET", path: "/v1/sim/truth", need: toolapi.RoleOperator, opWant: 200},
+		{pattern: "GET /v1/sim/log", method: "GET", path: "/v1/sim/log", need: toolapi.RoleOperator, opWant: 200},
 	}
 }
 
