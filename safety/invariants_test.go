@@ -4,11 +4,19 @@ package safety_test
 // with fault injection, checking what the simulator actually did (its
 // command log, odometer and ground truth), not only what the bridge says.
 // Invariant 8 (crash safety) belongs to the store.
+//
+// Every scenario runs in two worlds (rig_test.go): TestInvariantN_... in
+// process on the fake clock, TestROS_InvariantN_... over ROS against
+// `robot-bridge sim --transport ros` as its own process. A scenario is one
+// function taking the world's newRigFunc; where the worlds differ by
+// nature (latency, who dedupes a re-sent goal) the scenario says so at
+// the assertion.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +25,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/actions"
-	"github.com/robot-bridge/robot-bridge/approval"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -37,6 +44,8 @@ func withApprovalTTL(d time.Duration) rigOpt {
 	return func(c *hwconfig.Config) { c.Safety.ApprovalTTL = hwconfig.Duration(d) }
 }
 
+// requireNothingMoved: no motion command reached the robot and the
+// odometer shows no motion at all.
 func (r *rig) requireNothingMoved() {
 	r.t.Helper()
 	require.Empty(r.t, r.motionCommands(), "the simulator received a motion command")
@@ -46,6 +55,14 @@ func (r *rig) requireNothingMoved() {
 }
 
 func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
+	invariant1NoMotionWithoutAuthorization(t, newRig)
+}
+
+func TestROS_Invariant1_NoMotionWithoutAuthorization(t *testing.T) {
+	invariant1NoMotionWithoutAuthorization(t, newROSEnv(t).newRig)
+}
+
+func invariant1NoMotionWithoutAuthorization(t *testing.T, newRig newRigFunc) {
 	r := newRig(t, withApprovalTTL(2*time.Second))
 	args := map[string]any{"x": 2.0, "y": -1.0}
 
@@ -82,7 +99,7 @@ func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
 		Steps:    []safety.Step{safety.ArmStep("forged", q, 0.5, safety.JointTolerance)},
 		Deadline: 10 * time.Second,
 	}
-	out := r.sup.Execute(context.Background(), forged)
+	out := r.executeRefused(forged)
 	require.Equal(t, safety.OutcomeRejected, out.Kind)
 	require.ErrorIs(t, out.Err, safety.ErrNotAuthorized)
 	r.requireNothingMoved()
@@ -111,7 +128,7 @@ func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
 		}},
 		Deadline: 10 * time.Second,
 	}
-	out = r.sup.Execute(context.Background(), reuse)
+	out = r.executeRefused(reuse)
 	require.Equal(t, safety.OutcomeRejected, out.Kind)
 	require.ErrorIs(t, out.Err, safety.ErrNotAuthorized)
 	require.Len(t, r.motionCommands(), n)
@@ -119,6 +136,14 @@ func TestInvariant1_NoMotionWithoutAuthorization(t *testing.T) {
 }
 
 func TestInvariant2_TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T) {
+	invariant2TimeoutStoppedWithinOnePeriodThenRecovered(t, newRig)
+}
+
+func TestROS_Invariant2_TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T) {
+	invariant2TimeoutStoppedWithinOnePeriodThenRecovered(t, newROSEnv(t).newRig)
+}
+
+func invariant2TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T, newRig newRigFunc) {
 	tests := []struct {
 		name string
 		tool string
@@ -141,11 +166,23 @@ func TestInvariant2_TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T) {
 			cmds := r.motionCommands()
 			require.NotEmpty(t, cmds)
 			deadline := cmds[0].Time.Add(timeout)
+			early := time.Duration(0)
+			if r.world.wire() {
+				// Over ROS the robot receives the command a transport
+				// latency after the supervisor started the motion's
+				// clock, so the deadline is taken from the supervisor's
+				// start of the Send, on the robot's clock; that mapping
+				// is good to a physics period and an HTTP round trip,
+				// which the budget allows on the early side.
+				s, ok := r.sendOf(cmds[0].ID)
+				require.True(t, ok, "no Send sent %s", cmds[0].ID)
+				deadline, early = r.world.robotTime(s.Start).Add(timeout), r.world.budget()
+			}
 			stops := r.stopsAfter(cmds[0].Time)
 			require.NotEmpty(t, stops, "no stop reached the simulator")
 			late := stops[0].Time.Sub(deadline)
-			require.GreaterOrEqual(t, late, time.Duration(0), "stopped before the deadline")
-			require.LessOrEqual(t, late, r.sup.ControlPeriod(), "stop %s after the deadline", late)
+			require.GreaterOrEqual(t, late, -early, "stopped before the deadline")
+			require.LessOrEqual(t, late, r.within(r.sup.ControlPeriod()), "stop %s after the deadline (%s world)", late, r.world.name())
 			// And then recovered: the arm went back to the safe pose at
 			// reduced speed, the base stayed where it stopped
 			require.Equal(t, "recovered", string(v.Status), v.Text)
@@ -172,6 +209,14 @@ func TestInvariant2_TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T) {
 }
 
 func TestInvariant3_FailureBreachOrLinkLossStopsThenRecovers(t *testing.T) {
+	invariant3FailureBreachOrLinkLossStopsThenRecovers(t, newRig)
+}
+
+func TestROS_Invariant3_FailureBreachOrLinkLossStopsThenRecovers(t *testing.T) {
+	invariant3FailureBreachOrLinkLossStopsThenRecovers(t, newROSEnv(t).newRig)
+}
+
+func invariant3FailureBreachOrLinkLossStopsThenRecovers(t *testing.T, newRig newRigFunc) {
 	tests := []struct {
 		name    string
 		opts    []rigOpt
@@ -181,21 +226,22 @@ func TestInvariant3_FailureBreachOrLinkLossStopsThenRecovers(t *testing.T) {
 		// inject runs once the motion is under way.
 		inject  func(r *rig)
 		monitor string
-		errType toolerr.Type
+		// rosMonitor, when set, is the monitor that trips over ROS
+		// instead.
+		rosMonitor string
+		errType    toolerr.Type
 		check   func(t *testing.T, r *rig)
 	}{
 		{
 			name: "driver fails to send a grasp step", tool: "grasp", args: map[string]any{"object_id": "red_cup"},
 			prepare: func(r *rig) { r.runTask("move_base_to", map[string]any{"location": "table"}) },
 			inject: func(r *rig) {
-				r.drv.mu.Lock()
-				r.drv.failSend = func(c robot.Command) error {
+				r.drv.setFailSend(func(c robot.Command) error {
 					if c.Kind == robot.CmdMoveArm && !strings.HasPrefix(c.ID, safety.RecoveryCommandPrefix) {
 						return errors.New("controller rejected the trajectory")
 					}
 					return nil
-				}
-				r.drv.mu.Unlock()
+				})
 			},
 			monitor: "driver_error", errType: toolerr.ActionFailed,
 		},
@@ -211,7 +257,11 @@ func TestInvariant3_FailureBreachOrLinkLossStopsThenRecovers(t *testing.T) {
 			inject: func(r *rig) {
 				r.inject(sim.Fault{Kind: sim.FaultLinkDown, Duration: time.Second})
 			},
-			monitor: "link_down", errType: toolerr.Unavailable,
+			// Over ROS the driver declares the link down only a few
+			// control periods after the state stopped (ros.Conf
+			// LinkTimeout), so that the supervisor's own state-silence
+			// watchdog is what stops the motion and names the cause.
+			monitor: "link_down", rosMonitor: "state_silence", errType: toolerr.Unavailable,
 			check: func(t *testing.T, r *rig) {
 				// The stop could not cross the dead link: the robot's own
 				// watchdog stopped the arm (invariant 9 at work).
@@ -234,7 +284,11 @@ func TestInvariant3_FailureBreachOrLinkLossStopsThenRecovers(t *testing.T) {
 			v = r.waitTerminal(v.ID, 60*time.Second)
 			require.Equal(t, "recovered", string(v.Status), "%s: %v", v.Text, v.Error)
 			require.Equal(t, tc.errType, v.Error.Type, v.Error.Message)
-			require.Equal(t, tc.monitor, v.Error.Details["monitor"], v.Error.Message)
+			monitor := tc.monitor
+			if r.world.wire() && tc.rosMonitor != "" {
+				monitor = tc.rosMonitor
+			}
+			require.Equal(t, monitor, v.Error.Details["monitor"], v.Error.Message)
 			require.Contains(t, v.Error.Message, "arm ")
 			// What the simulator did: a stop after the injection, then the
 			// arm back in the safe pose, the robot at rest.
@@ -265,19 +319,29 @@ func (r *rig) runTask(tool string, args map[string]any) actions.TaskView {
 }
 
 func TestInvariant4_EStopLatchesStopsAtOnceRefusesUntilReset(t *testing.T) {
+	invariant4EStopLatchesStopsAtOnceRefusesUntilReset(t, newRig)
+}
+
+func TestROS_Invariant4_EStopLatchesStopsAtOnceRefusesUntilReset(t *testing.T) {
+	invariant4EStopLatchesStopsAtOnceRefusesUntilReset(t, newROSEnv(t).newRig)
+}
+
+func invariant4EStopLatchesStopsAtOnceRefusesUntilReset(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
-	// Given the base driving
-	v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": 2.0})
+	// Given the base driving (a straight path clear of the table: the
+	// base's footprint may not cross it)
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": -2.0})
 	r.approve(v)
 	r.stepFor(1500 * time.Millisecond)
 	require.Greater(t, r.sim.Truth().Velocity.V, 0.1)
 	pressed := r.sim.Now()
 	// When an operator presses the e-stop
 	require.NoError(t, r.sup.EStop(context.Background(), "operator-1", "someone walked in"))
-	// Then the stop reached the simulator at that very instant
+	// Then the stop reached the simulator at that very instant (over ROS:
+	// within the transport's budget)
+	require.True(t, r.stepUntil(r.world.budget(), func() bool { return len(r.stopsAfter(pressed)) > 0 }), "no stop reached the robot")
 	stops := r.stopsAfter(pressed)
-	require.NotEmpty(t, stops)
-	require.Equal(t, pressed, stops[0].Time)
+	r.requireLatency(stops[0].Time.Sub(pressed), 0, "the e-stop's stop")
 	v = r.waitTerminal(v.ID, 10*time.Second)
 	require.Equal(t, "estopped", string(v.Status))
 	require.Equal(t, toolerr.EStopActive, v.Error.Type)
@@ -316,6 +380,14 @@ func TestInvariant4_EStopLatchesStopsAtOnceRefusesUntilReset(t *testing.T) {
 }
 
 func TestInvariant5_LimitsRefusedBeforeAnOperatorIsAsked(t *testing.T) {
+	invariant5LimitsRefusedBeforeAnOperatorIsAsked(t, newRig)
+}
+
+func TestROS_Invariant5_LimitsRefusedBeforeAnOperatorIsAsked(t *testing.T) {
+	invariant5LimitsRefusedBeforeAnOperatorIsAsked(t, newROSEnv(t).newRig)
+}
+
+func invariant5LimitsRefusedBeforeAnOperatorIsAsked(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
 	// Given the base parked next to the stairs (one approved motion)
 	r.runTask("move_base_to", map[string]any{"x": 3.0, "y": -4.2})
@@ -354,6 +426,14 @@ func TestInvariant5_LimitsRefusedBeforeAnOperatorIsAsked(t *testing.T) {
 }
 
 func TestInvariant6_FailedRecoveryLatchesFault(t *testing.T) {
+	invariant6FailedRecoveryLatchesFault(t, newRig)
+}
+
+func TestROS_Invariant6_FailedRecoveryLatchesFault(t *testing.T) {
+	invariant6FailedRecoveryLatchesFault(t, newROSEnv(t).newRig)
+}
+
+func invariant6FailedRecoveryLatchesFault(t *testing.T, newRig newRigFunc) {
 	r := newRig(t, func(c *hwconfig.Config) { c.SafePose.Timeout = hwconfig.Duration(3 * time.Second) })
 	// Given an arm motion whose shoulder jams half-way
 	v := r.mustSubmit("move_arm_to", map[string]any{"pose": "reach_table"})
@@ -387,6 +467,14 @@ func TestInvariant6_FailedRecoveryLatchesFault(t *testing.T) {
 }
 
 func TestInvariant6_RecoveryNotPreauthorizedLatchesFault(t *testing.T) {
+	invariant6RecoveryNotPreauthorizedLatchesFault(t, newRig)
+}
+
+func TestROS_Invariant6_RecoveryNotPreauthorizedLatchesFault(t *testing.T) {
+	invariant6RecoveryNotPreauthorizedLatchesFault(t, newROSEnv(t).newRig)
+}
+
+func invariant6RecoveryNotPreauthorizedLatchesFault(t *testing.T, newRig newRigFunc) {
 	r := newRig(t, func(c *hwconfig.Config) { c.SafePose.Preauthorized = false }, withActionTimeout("move_arm_to", time.Second))
 	v := r.mustSubmit("move_arm_to", map[string]any{"pose": "reach_table"})
 	r.approve(v)
@@ -401,6 +489,14 @@ func TestInvariant6_RecoveryNotPreauthorizedLatchesFault(t *testing.T) {
 }
 
 func TestInvariant7_OneCallProducesOneMotion(t *testing.T) {
+	invariant7OneCallProducesOneMotion(t, newRig)
+}
+
+func TestROS_Invariant7_OneCallProducesOneMotion(t *testing.T) {
+	invariant7OneCallProducesOneMotion(t, newROSEnv(t).newRig)
+}
+
+func invariant7OneCallProducesOneMotion(t *testing.T, newRig newRigFunc) {
 	// Idempotency keys live in the tool API; the runner and the gate
 	// guarantee what the keys rely on: one live motion at a time, an
 	// approve-once grant used by one task, and command ids the robot
@@ -445,11 +541,24 @@ func TestInvariant7_OneCallProducesOneMotion(t *testing.T) {
 	require.InDelta(t, 1.414, odo, 0.1, "the base drove the distance once")
 
 	// The same command delivered twice (a transport retry) moves once.
-	c := r.motionCommands()[0]
-	require.NoError(t, r.sim.Command(*c.Command))
+	log := r.sim.CommandLog()
+	first := slices.IndexFunc(log, func(e sim.LogEntry) bool { return e.Op == "command" })
+	before := r.sim.Counters()
+	r.world.redeliver(first)
 	r.stepFor(time.Second)
 	require.InDelta(t, odo, r.sim.Odometer().BaseDistance, 1e-9)
-	require.Equal(t, 1, r.sim.Counters().Duplicates)
+	after := r.sim.Counters()
+	require.Equal(t, before.Accepted, after.Accepted, "the copy was accepted as a new command")
+	if r.world.wire() {
+		// Over ROS the copy is the same actionlib goal id again, which
+		// the robot's action server drops (as actionlib does): the
+		// simulator never sees it.
+		require.Len(t, r.sim.CommandLog(), len(log), "the re-sent goal reached the simulator")
+	} else {
+		// In process the simulator itself gets the copy and acknowledges
+		// the known id without acting.
+		require.Equal(t, 1, after.Duplicates)
+	}
 }
 
 func TestInvariant9_SimStopsWithoutCommands(t *testing.T) {
@@ -477,7 +586,18 @@ func TestInvariant9_SimStopsWithoutCommands(t *testing.T) {
 		s.Step(5 * time.Second)
 		require.Equal(t, at, s.Truth().Base, "and stays stopped")
 	})
-	t.Run("bridge goes silent mid-motion", func(t *testing.T) {
+	t.Run("bridge goes silent mid-motion", func(t *testing.T) { invariant9BridgeGoesSilent(t, newRig) })
+}
+
+func TestROS_Invariant9_SimStopsWithoutCommands(t *testing.T) {
+	// (The simulator alone has no ROS in it; the ROS simulator node's
+	// watchdog is what the bridge's silence meets.)
+	env := newROSEnv(t)
+	t.Run("bridge goes silent mid-motion", func(t *testing.T) { invariant9BridgeGoesSilent(t, env.newRig) })
+}
+
+func invariant9BridgeGoesSilent(t *testing.T, newRig newRigFunc) {
+	{
 		r := newRig(t)
 		v := r.mustSubmit("move_base_to", map[string]any{"x": -3.0, "y": 2.0})
 		r.approve(v)
@@ -489,14 +609,13 @@ func TestInvariant9_SimStopsWithoutCommands(t *testing.T) {
 		// Then the robot stops on its own within the command timeout plus
 		// its braking time, although no stop command reached it
 		brake := time.Duration(r.cfg.Base.MaxLinearSpeed / r.cfg.Base.MaxLinearAccel * float64(time.Second))
-		ok := r.stepUntil(r.sim.CommandTimeout()+brake+200*time.Millisecond, r.atRest)
+		ok := r.stepUntil(r.within(r.sim.CommandTimeout()+brake+200*time.Millisecond), r.atRest)
 		require.True(t, ok, "robot still moving %s after the link was cut", r.sim.Now().Sub(cut))
 		require.Empty(t, r.stopsAfter(cut), "no stop got through the dead link")
 		require.Equal(t, 1, r.sim.WatchdogFires())
 		r.sim.ClearFaults()
 		v = r.waitTerminal(v.ID, 30*time.Second)
 		require.Contains(t, []string{"recovered", "fault"}, string(v.Status), fmt.Sprint(v.Error))
-	})
+	}
 }
 
-var _ = approval.StatusApproved

@@ -44,20 +44,34 @@ var (
 //
 // A failing seed is printed with its operation trace; rerun it alone with
 // -prop.seed=N.
+//
+// The same sequences run over ROS in TestROS_Property_... (a CI-sized
+// number of seeds, -ros.seeds, since they run in real time).
 func TestProperty_RandomSequencesKeepSafetyInvariants(t *testing.T) {
 	first, last := uint64(1), uint64(*propSeqs)
+	if testing.Short() {
+		last = 50
+	}
+	property(t, newRig, "TestProperty_", first, last)
+}
+
+// TestROS_Property_RandomSequencesKeepSafetyInvariants is the property
+// test over ROS: each seed's sequence against a fresh `robot-bridge sim
+// --transport ros` process.
+func TestROS_Property_RandomSequencesKeepSafetyInvariants(t *testing.T) {
+	property(t, newROSEnv(t).newRig, "TestROS_Property_", 1, uint64(*rosSeeds))
+}
+
+func property(t *testing.T, newRig newRigFunc, test string, first, last uint64) {
 	if *propSeed != 0 {
 		first, last = *propSeed, *propSeed
-	}
-	if testing.Short() && *propSeed == 0 {
-		last = 50
 	}
 	failed := 0
 	stats := map[string]int{}
 	for seed := first; seed <= last; seed++ {
-		if err := runSequence(t, seed, stats); err != nil {
+		if err := runSequence(t, newRig, seed, stats); err != nil {
 			failed++
-			t.Errorf("seed %d failed (rerun: go test ./safety -run TestProperty -prop.seed=%d -v):\n%v", seed, seed, err)
+			t.Errorf("seed %d failed (rerun: go test ./safety -run %s -prop.seed=%d -v):\n%v", seed, test, seed, err)
 			if failed >= 5 {
 				t.Fatal("stopping after 5 failing seeds")
 			}
@@ -78,13 +92,15 @@ type checker struct {
 	trace []string
 	// latchedCount is the simulator's command count when a latch was
 	// first seen, keyed by the latch's start time; it must not grow while
-	// that latch holds.
+	// that latch holds (over ROS: except by a command the gate admitted
+	// before the latch was seen, latchMark, which a stop follows).
 	latchKey     string
 	latchedCount int
+	latchMark    uint64
 	seenTerminal map[string]bool
-	// stopAt is, per task, the simulator's command-log length when a stop
-	// for it (stop, cancel, e-stop, revoke) had been requested.
-	stopAt map[string]int
+	// stopAt is, per task, where the robot's command log stood when a
+	// stop for it (stop, cancel, e-stop, revoke) had been requested.
+	stopAt map[string]stopPoint
 }
 
 // stopRequested records that a stop for the live task v has been
@@ -94,13 +110,13 @@ func (c *checker) stopRequested(v actions.TaskView, how string) {
 		return
 	}
 	if _, ok := c.stopAt[v.ID]; !ok {
-		c.stopAt[v.ID] = len(c.r.sim.CommandLog())
-		c.logf("%s requested for %s (%s) at log %d", how, v.ID, v.Status, c.stopAt[v.ID])
+		c.stopAt[v.ID] = c.r.stopped()
+		c.logf("%s requested for %s (%s) at log %d", how, v.ID, v.Status, c.stopAt[v.ID].at)
 	}
 }
 
 func (c *checker) logf(format string, a ...any) {
-	c.trace = append(c.trace, fmt.Sprintf("%s %s", c.r.sim.Now().Sub(sim.Epoch), fmt.Sprintf(format, a...)))
+	c.trace = append(c.trace, fmt.Sprintf("%s %s", c.r.sim.Now().Sub(c.r.epoch), fmt.Sprintf(format, a...)))
 }
 
 func (c *checker) fail(format string, a ...any) error {
@@ -126,17 +142,25 @@ func (c *checker) check() error {
 	case key == "":
 		c.latchKey = ""
 	case key != c.latchKey:
-		c.latchKey, c.latchedCount = key, n
+		c.latchKey, c.latchedCount, c.latchMark = key, n, r.mark()
 	case n > c.latchedCount:
-		cmds := r.motionCommands()
-		return c.fail("motion while latched (%s): command %s sent", key, cmds[len(cmds)-1].ID)
+		if e, late := c.sentWhileLatched(); late {
+			return c.fail("motion while latched (%s): command %s sent", key, e.ID)
+		}
 	}
-	log := r.sim.CommandLog()
-	for task, at := range c.stopAt {
-		for _, e := range log[at:] {
-			if tk, _ := taskOfCommand(e.ID); e.Op == "command" && tk == task {
-				return c.fail("command %s (%s) of task %s reached the robot after its stop was requested", e.ID, e.Kind, task)
+	// And, on the gate's side, no Send began while the latch was in force
+	// since it was seen (whether or not the command reached the robot).
+	if key != "" {
+		for _, s := range r.drv.sent() {
+			if s.Seq > c.latchMark {
+				return c.fail("motion while latched (%s): the gate let command %s through to the driver", key, s.ID)
 			}
+		}
+	}
+	for task, p := range c.stopAt {
+		if late := r.lateCommandsOf(task, p.at, p.mark); len(late) > 0 {
+			e := late[0]
+			return c.fail("command %s (%s) of task %s reached the robot after its stop was requested", e.ID, e.Kind, task)
 		}
 	}
 	for _, v := range r.run.List() {
@@ -184,6 +208,32 @@ func (c *checker) check() error {
 	return nil
 }
 
+// sentWhileLatched returns a command that reached the robot since the
+// latch was first seen. In process that is any command; over ROS a
+// command the gate admitted before the latch was seen can still be on the
+// wire, and is not one if a stop followed it (see lateCommandsOf).
+func (c *checker) sentWhileLatched() (sim.LogEntry, bool) {
+	r := c.r
+	log := r.sim.CommandLog()
+	k := 0
+	for i, e := range log {
+		if e.Op != "command" {
+			continue
+		}
+		k++
+		if k <= c.latchedCount {
+			continue
+		}
+		if r.world.wire() {
+			if s, ok := r.sendOf(e.ID); ok && s.Seq < c.latchMark && stopFollows(log, i) {
+				continue
+			}
+		}
+		return e, true
+	}
+	return sim.LogEntry{}, false
+}
+
 func (c *checker) faultReasonFor(task string) string {
 	for _, e := range c.r.eventsOf(safety.EventFaultLatched) {
 		if e.TaskID == task {
@@ -217,22 +267,18 @@ func restingLoose(r *rig) bool {
 	return true
 }
 
-func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
+func runSequence(t *testing.T, newRig newRigFunc, seed uint64, stats map[string]int) (err error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5afe))
 	r := newRig(t, withApprovalTTL(3*time.Second), func(c *hwconfig.Config) {
 		c.SafePose.Timeout = hwconfig.Duration(4 * time.Second)
 		c.SafePose.Preauthorized = rng.IntN(5) != 0
 	})
 	defer r.close()
-	c := &checker{r: r, seenTerminal: map[string]bool{}, stopAt: map[string]int{}}
+	c := &checker{r: r, seenTerminal: map[string]bool{}, stopAt: map[string]stopPoint{}}
 	stepChecked := func(d time.Duration) error {
-		for el := time.Duration(0); el < d; el += r.sim.PhysicsPeriod() {
-			r.step()
-			if err := c.check(); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		r.world.stepFor(d, func() bool { err = c.check(); return err != nil })
+		return err
 	}
 	ctx := context.Background()
 	ops := 6 + rng.IntN(6)
@@ -259,9 +305,7 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 					spin := rng.IntN(200)
 					done := make(chan error, 1)
 					go func() {
-						r.auth.serial.Lock()
 						_, err := r.appr.Approve(ctx, v.ApprovalID, "operator-1", approval.ApproveOptions{})
-						r.auth.serial.Unlock()
 						done <- err
 					}()
 					for range spin {
@@ -269,11 +313,10 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 					}
 					rep, err := r.run.Stop(ctx, "agent-1", "stop racing the approval")
 					c.stopRequested(v, "stop racing the approval")
-					c.logf("approve %s racing a stop after %d yields: %v; stop %v %v", v.ID, spin, <-done, rep.Cancelled, err)
+					c.logf("approve %s racing a stop after %d yields: %v; stop %v %v", v.ID, spin,
+						receive(t, done, 10*time.Second, "the approval racing a stop never returned"), rep.Cancelled, err)
 				} else {
-					r.auth.serial.Lock()
 					_, err := r.appr.Approve(ctx, v.ApprovalID, "operator-1", approval.ApproveOptions{})
-					r.auth.serial.Unlock()
 					c.logf("approve %s: %v", v.ID, err)
 				}
 				waitUntil(t, func() bool { s := r.get(v.ID).Status; return s != "awaiting_approval" && s != "approved" }, "approval not applied")
@@ -354,12 +397,15 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 		if v.Status == "awaiting_approval" {
 			_, _ = r.run.Cancel(ctx, v.ID, "test")
 		}
-		for el := time.Duration(0); el < 40*time.Second; el += r.sim.PhysicsPeriod() {
-			if r.get(v.ID).Terminal() {
-				break
-			}
-			r.step()
-			if err := c.check(); err != nil {
+		if !r.get(v.ID).Terminal() {
+			var err error
+			r.world.stepFor(40*time.Second, func() bool {
+				if err = c.check(); err != nil {
+					return true
+				}
+				return r.get(v.ID).Terminal()
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -377,7 +423,7 @@ func runSequence(t *testing.T, seed uint64, stats map[string]int) (err error) {
 		t.Logf("trace:\n  %s", strings.Join(c.trace, "\n  "))
 	}
 	stats["commands"] += len(r.motionCommands())
-	stats["sim_seconds"] += int(r.sim.Now().Sub(sim.Epoch).Seconds())
+	stats["sim_seconds"] += int(r.sim.Now().Sub(r.epoch).Seconds())
 	return nil
 }
 

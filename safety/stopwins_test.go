@@ -5,9 +5,12 @@ package safety_test
 // e-stop or the end of a grant has been requested, no command of that
 // task reaches the robot — not the next step, not a recovery motion — and
 // a requested stop ends the task cancelled, never with a latched fault.
+// Each scenario runs in process (TestInvariant10_..., TestInvariant11_...)
+// and over ROS (TestROS_Invariant10_..., TestROS_Invariant11_...).
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -66,13 +69,25 @@ func (r *rig) requireStopAfterLastCommand(task string) {
 	r.t.Fatalf("command %s of task %s was the last thing the robot received: no stop after it", log[last].ID, task)
 }
 
-// requireStopWon is invariant 10 after a stop was requested at log index
-// at: nothing of the task reached the robot since, it ends as want with
-// the robot at rest, and no fault latched.
-func (r *rig) requireStopWon(v actions.TaskView, at logIndex, want fsm.State) actions.TaskView {
+// stopPoint is where a stop request stands: the length of the robot's
+// command log and the rig's mark (rig.mark) once the request has been
+// made.
+type stopPoint struct {
+	at   logIndex
+	mark uint64
+}
+
+// stopped returns the stop point now; call it once the stop call returned.
+func (r *rig) stopped() stopPoint { return stopPoint{at: r.logLen(), mark: r.mark()} }
+
+// requireStopWon is invariant 10 after a stop was requested at p: nothing
+// of the task reached the robot since (see lateCommandsOf for a command
+// still on the wire), it ends as want with the robot at rest, and no
+// fault latched.
+func (r *rig) requireStopWon(v actions.TaskView, p stopPoint, want fsm.State) actions.TaskView {
 	r.t.Helper()
 	v = r.waitTerminal(v.ID, 30*time.Second)
-	require.Empty(r.t, r.commandsOfTaskSince(v.ID, at), "a command of task %s reached the robot after its stop was requested", v.ID)
+	require.Empty(r.t, r.lateCommandsOf(v.ID, p.at, p.mark), "a command of task %s reached the robot after its stop was requested", v.ID)
 	r.requireStopAfterLastCommand(v.ID)
 	require.Equal(r.t, want, v.Status, "%v", v.Error)
 	require.False(r.t, r.sup.Status().Fault.Latched, "a requested stop latched a fault: %s", r.sup.Status().Fault.Reason)
@@ -115,6 +130,14 @@ var stopKinds = []struct {
 }
 
 func TestInvariant10_StopWinsAtEveryMoment(t *testing.T) {
+	invariant10StopWinsAtEveryMoment(t, newRig)
+}
+
+func TestROS_Invariant10_StopWinsAtEveryMoment(t *testing.T) {
+	invariant10StopWinsAtEveryMoment(t, newROSEnv(t).newRig)
+}
+
+func invariant10StopWinsAtEveryMoment(t *testing.T, newRig newRigFunc) {
 	type moment struct {
 		name string
 		// timeout, when set, is move_base_to's action timeout, so a base
@@ -175,10 +198,10 @@ func TestInvariant10_StopWinsAtEveryMoment(t *testing.T) {
 				v := m.reach(r)
 				// When the stop is requested
 				k.stop(r, v)
-				at := r.logLen()
+				p := r.stopped()
 				// Then nothing of the task reaches the robot any more, and
 				// the task ends as the stop says, never with a fault
-				v = r.requireStopWon(v, at, k.want)
+				v = r.requireStopWon(v, p, k.want)
 				if k.want == fsm.Cancelled && v.Error != nil {
 					require.NotContains(t, v.Error.Message, "fault is latched")
 				}
@@ -193,22 +216,41 @@ func TestInvariant10_StopWinsAtEveryMoment(t *testing.T) {
 // recorded, before the motion registered with the supervisor. The task
 // must end cancelled with nothing sent, and say so truthfully.
 func TestInvariant10_StopRacingTheApprovalNeverMoves(t *testing.T) {
+	invariant10StopRacingTheApprovalNeverMoves(t, newRig)
+}
+
+func TestROS_Invariant10_StopRacingTheApprovalNeverMoves(t *testing.T) {
+	invariant10StopRacingTheApprovalNeverMoves(t, newROSEnv(t).newRig)
+}
+
+func invariant10StopRacingTheApprovalNeverMoves(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
 	v := r.mustSubmit("move_arm_to", map[string]any{"pose": "reach_table"})
 	stopped := make(chan error, 1)
+	hooked := make(chan error, 1)
 	r.rec.when(fsm.EvApprove, func(actions.TransitionRecord) {
 		// Given the approval being recorded, When a stop arrives now
 		go func() {
 			_, err := r.run.Stop(context.Background(), "agent-1", "changed my mind")
 			stopped <- err
 		}()
-		waitUntil(r.t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok }, "stop not recorded")
+		// (This runs on the approval's goroutine: it reports back, the
+		// test goroutine fails.)
+		var err error
+		if !pollFor(10*time.Second, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok }) {
+			err = fmt.Errorf("the stop was not recorded while the approval was: %w", errTimeout)
+		}
+		select {
+		case hooked <- err:
+		default:
+		}
 	})
 	_, err := r.appr.Approve(context.Background(), v.ApprovalID, "operator-1", approval.ApproveOptions{})
 	require.NoError(t, err)
-	require.NoError(t, <-stopped)
+	require.NoError(t, receive(t, hooked, 15*time.Second, "the approval was never recorded"))
+	require.NoError(t, receive(t, stopped, 15*time.Second, "the stop racing the approval never returned"))
 	// Then nothing was ever sent and the task says so
-	v = r.requireStopWon(v, 0, fsm.Cancelled)
+	v = r.requireStopWon(v, stopPoint{}, fsm.Cancelled)
 	r.requireNothingMoved()
 	require.Contains(t, v.Error.Message, "nothing moved")
 }
@@ -219,37 +261,58 @@ func TestInvariant10_StopRacingTheApprovalNeverMoves(t *testing.T) {
 // after it, so the gate follows it with another stop, and nothing else of
 // the task is sent.
 func TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T) {
+	invariant10StopDuringTheFirstSendIsSentAgainAfterIt(t, newRig)
+}
+
+func TestROS_Invariant10_StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T) {
+	invariant10StopDuringTheFirstSendIsSentAgainAfterIt(t, newROSEnv(t).newRig)
+}
+
+func invariant10StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
 	v := r.mustSubmit("move_base_to", map[string]any{"x": 2.5, "y": 0.0})
 	release := make(chan struct{})
 	stopped := make(chan error, 1)
 	var once sync.Once
-	r.drv.mu.Lock()
-	r.drv.failSend = func(cmd robot.Command) error {
+	r.drv.setFailSend(func(cmd robot.Command) error {
 		once.Do(func() {
 			// Given the first command in the driver's hands, When a stop
 			// for its task arrives now
-			go func() { stopped <- r.sup.StopTask(context.Background(), v.ID, "operator-1", "stop now") }()
-			<-release
+			res := make(chan error, 1)
+			go func() { res <- r.sup.StopTask(context.Background(), v.ID, "operator-1", "stop now") }()
+			// The command is held until the stop has returned (or 10 s
+			// have passed: a stop that waits for the command fails the
+			// test below instead of hanging it).
+			select {
+			case err := <-res:
+				stopped <- err
+			case <-time.After(10 * time.Second):
+				stopped <- fmt.Errorf("the stop waited for the command in flight: %w", errTimeout)
+			}
+			close(release)
 		})
+		<-release
 		return nil
-	}
-	r.drv.mu.Unlock()
-	go func() {
-		// Then the stop does not wait for the command in flight
-		require.NoError(t, <-stopped)
-		close(release)
-	}()
+	})
 	r.approve(v)
+	// Then the stop does not wait for the command in flight
+	require.NoError(t, receive(t, stopped, 15*time.Second, "the first command never reached the driver"))
 	waitUntil(t, func() bool { return len(r.commandsOfTaskSince(v.ID, 0)) == 1 }, "the command never landed")
 	// And the gate follows the command with another stop
 	waitUntil(t, func() bool { l := r.sim.CommandLog(); return l[len(l)-1].Op == "stop" }, "no stop after the command that was in flight")
 	var ops []string
 	for _, e := range r.sim.CommandLog() {
+		// Over ROS one stop reaches the robot as several stop entries
+		// (the goal cancel, the zero Twist and their echoes): a run of
+		// them is one stop.
+		if r.world.wire() && len(ops) > 0 && e.Op == "stop" && ops[len(ops)-1] == "stop" {
+			continue
+		}
 		ops = append(ops, e.Op)
 	}
+	require.GreaterOrEqual(t, len(ops), 3, "%v", ops)
 	require.Equal(t, []string{"stop", "command", "stop"}, ops[:3], "the first stop went out before the command, another right after it")
-	r.requireStopWon(v, r.logLen(), fsm.Cancelled)
+	r.requireStopWon(v, r.stopped(), fsm.Cancelled)
 	require.Len(t, r.commandsOfTaskSince(v.ID, 0), 1)
 }
 
@@ -257,6 +320,14 @@ func TestInvariant10_StopDuringTheFirstSendIsSentAgainAfterIt(t *testing.T) {
 // that is stopping after a failure is not refused; it ends the task
 // cancelled with no recovery motion.
 func TestInvariant10_CancelWhileStoppingIsHonoured(t *testing.T) {
+	invariant10CancelWhileStoppingIsHonoured(t, newRig)
+}
+
+func TestROS_Invariant10_CancelWhileStoppingIsHonoured(t *testing.T) {
+	invariant10CancelWhileStoppingIsHonoured(t, newROSEnv(t).newRig)
+}
+
+func invariant10CancelWhileStoppingIsHonoured(t *testing.T, newRig newRigFunc) {
 	r := newRig(t, withActionTimeout("move_base_to", 1500*time.Millisecond))
 	armReady(r)
 	v := r.mustSubmit("move_base_to", map[string]any{"x": 3.5, "y": 0.0})
@@ -265,9 +336,8 @@ func TestInvariant10_CancelWhileStoppingIsHonoured(t *testing.T) {
 	done := make(chan actions.TaskView, 1)
 	go func() { got, _ := r.run.Cancel(context.Background(), v.ID, "agent-1"); done <- got }()
 	waitUntil(t, func() bool { _, ok := r.sup.StopRequested(v.ID); return ok }, "cancel refused")
-	at := r.logLen()
-	v = r.requireStopWon(v, at, fsm.Cancelled)
-	got := <-done
+	v = r.requireStopWon(v, r.stopped(), fsm.Cancelled)
+	got := receive(t, done, 10*time.Second, "cancel_task did not return once the task had ended")
 	require.Equal(t, fsm.Cancelled, got.Status)
 	for _, e := range r.sim.CommandLog() {
 		require.False(t, strings.HasPrefix(e.ID, safety.RecoveryCommandPrefix), "recovery command %s sent after the cancel", e.ID)
@@ -275,6 +345,14 @@ func TestInvariant10_CancelWhileStoppingIsHonoured(t *testing.T) {
 }
 
 func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
+	invariant11AuthorityEndsAtOnce(t, newRig)
+}
+
+func TestROS_Invariant11_AuthorityEndsAtOnce(t *testing.T) {
+	invariant11AuthorityEndsAtOnce(t, newROSEnv(t).newRig)
+}
+
+func invariant11AuthorityEndsAtOnce(t *testing.T, newRig newRigFunc) {
 	ctx := context.Background()
 	scoped := func(r *rig, ttl time.Duration) approval.Grant {
 		g, err := r.appr.CreateGrant(ctx, "operator-1", approval.Scope{
@@ -287,7 +365,8 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 		name string
 		// start returns the running task and the grant it runs on.
 		start func(r *rig) (actions.TaskView, string)
-		// end makes the grant stop authorizing; it returns when.
+		// end makes the grant stop authorizing; it returns when, on the
+		// robot's clock.
 		end      func(r *rig, grantID string) time.Time
 		wantType toolerr.Type
 		wantText string
@@ -334,8 +413,8 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 			end: func(r *rig, id string) time.Time {
 				g, err := r.appr.Grant(id)
 				require.NoError(r.t, err)
-				require.True(r.t, r.stepUntil(5*time.Second, func() bool { return !r.fc.Now().Before(g.ExpiresAt) }))
-				return g.ExpiresAt
+				require.True(r.t, r.stepUntil(5*time.Second, func() bool { return !r.clock.Now().Before(g.ExpiresAt) }))
+				return r.world.robotTime(g.ExpiresAt)
 			},
 			wantType: toolerr.ApprovalExpired, wantText: "expired",
 		},
@@ -355,26 +434,30 @@ func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 				// it has would eat into the grant's time)
 				waitUntil(t, func() bool { return r.get(v.ID).Status == fsm.Executing }, "the task did not start")
 				r.stepFor(500 * time.Millisecond)
+				// (over ROS the goal reaches the robot a transport latency
+				// after the task started executing)
+				r.stepUntil(r.world.budget(), func() bool { return r.sim.Odometer().BaseDistance > 0.05 })
 				require.Greater(t, r.sim.Odometer().BaseDistance, 0.05, "the base is driving")
 				// When the grant stops authorizing it
-				at := r.logLen()
+				p := r.stopped()
 				ended := tc.end(r, grantID)
 				// Then a stop reaches the robot within one control period
+				// (over ROS: plus the transport's budget)
 				stopAfter := func() []sim.LogEntry {
 					var out []sim.LogEntry
-					for _, e := range r.sim.CommandLog()[at:] {
+					for _, e := range r.sim.CommandLog()[p.at:] {
 						if e.Op == "stop" {
 							out = append(out, e)
 						}
 					}
 					return out
 				}
-				require.True(t, r.stepUntil(r.sup.ControlPeriod(), func() bool { return len(stopAfter()) > 0 }),
-					"no stop within one control period of the grant's end")
-				require.LessOrEqual(t, stopAfter()[0].Time.Sub(ended), r.sup.ControlPeriod())
+				require.True(t, r.stepUntil(r.within(r.sup.ControlPeriod()), func() bool { return len(stopAfter()) > 0 }),
+					"no stop within one control period of the grant's end (%s world)", r.world.name())
+				require.LessOrEqual(t, stopAfter()[0].Time.Sub(ended), r.within(r.sup.ControlPeriod()))
 				// And nothing of the task follows; it ends cancelled, the
 				// agent told who ended its authority
-				v = r.requireStopWon(v, at, fsm.Cancelled)
+				v = r.requireStopWon(v, p, fsm.Cancelled)
 				require.Equal(t, tc.wantType, v.Error.Type, v.Error.Message)
 				require.Contains(t, v.Error.Message, tc.wantText)
 				require.Contains(t, v.Error.Message, "robot stopped")

@@ -93,14 +93,20 @@ func TestGate_RefusesInOrderAndDenyWins(t *testing.T) {
 }
 
 func TestGate_LimitRefusalNamesLimit(t *testing.T) {
+	// Given an authorized command whose target is beyond the workspace
 	h := newHarness(t, nil, allowGrant)
+	// When it asks to pass the gate
 	err := h.sup.Admit(Authorization{Tool: "move_base_to", GrantID: "g-ok"}, baseCmd(9, 0))
+	// Then it is refused naming the workspace limit, the field and the
+	// largest x the base's centre may take: the workspace edge less the
+	// base's radius, since its footprint must stay inside
 	require.Equal(t, toolerr.SafetyViolation, toolerr.TypeOf(err))
 	var le *LimitError
 	require.ErrorAs(t, err, &le)
 	require.Equal(t, LimitWorkspace, le.Limit)
 	require.Equal(t, "x", le.Field)
-	require.InDelta(t, 4.5, le.Max, 1e-9)
+	require.InDelta(t, 4.5-h.cfg.Base.Radius, le.Max, 1e-9)
+	require.InDelta(t, 9, le.Value, 1e-9)
 }
 
 func TestGate_NoGrantServiceRefuses(t *testing.T) {
