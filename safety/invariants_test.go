@@ -230,7 +230,7 @@ func invariant3FailureBreachOrLinkLossStopsThenRecovers(t *testing.T, newRig new
 		// instead.
 		rosMonitor string
 		errType    toolerr.Type
-		check   func(t *testing.T, r *rig)
+		check      func(t *testing.T, r *rig)
 	}{
 		{
 			name: "driver fails to send a grasp step", tool: "grasp", args: map[string]any{"object_id": "red_cup"},
@@ -618,4 +618,3 @@ func invariant9BridgeGoesSilent(t *testing.T, newRig newRigFunc) {
 		require.Contains(t, []string{"recovered", "fault"}, string(v.Status), fmt.Sprint(v.Error))
 	}
 }
-
