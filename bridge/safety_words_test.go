@@ -38,8 +38,10 @@ func TestDescribeSafety_StaleStateIsSaid(t *testing.T) {
 		},
 		{
 			name: "supervised motion named",
-			st: safety.Status{LinkUp: true, HaveState: true, Monitors: mon,
-				Active: &safety.ActiveMotion{TaskID: "task-1", Tool: "move_base_to", Phase: safety.PhaseRecovering}},
+			st: safety.Status{
+				LinkUp: true, HaveState: true, Monitors: mon,
+				Active: &safety.ActiveMotion{TaskID: "task-1", Tool: "move_base_to", Phase: safety.PhaseRecovering},
+			},
 			want: []string{"task task-1 (move_base_to) is recovering under supervision"},
 		},
 	}

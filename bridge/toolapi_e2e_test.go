@@ -124,10 +124,8 @@ func errorTypeCases() []errorTypeCase {
 			// Then it is refused; an HTTP-layer refusal carries no robot
 			// state (DESIGN §3.2), so the robot's words come from get_task
 			require.Equal(t, http.StatusForbidden, code, "%v", body)
-			e := body["error"].(map[string]any)
-			require.Equal(t, "PERMISSION_DENIED", e["type"], "%v", body)
+			e := requireErrorBody(t, body, "PERMISSION_DENIED")
 			require.Equal(t, false, e["retryable"])
-			require.NotEmpty(t, e["suggestion"])
 			require.Equal(t, "operator", e["details"].(map[string]any)["required_role"])
 			// And the request is still pending and nothing moved
 			require.Equal(t, apr, h.pendingApproval(id))
@@ -419,12 +417,15 @@ func requireStopAfterLastCommand(t *testing.T, h *harness) {
 	require.Greater(t, lastStop, lastCmd, "no stop after the last command: %v", log)
 }
 
-func requireErrorBody(t *testing.T, body map[string]any, want string) {
+// requireErrorBody checks the error of an HTTP-layer refusal (no envelope,
+// no robot state) and returns it.
+func requireErrorBody(t *testing.T, body map[string]any, want string) map[string]any {
 	t.Helper()
 	e, ok := body["error"].(map[string]any)
 	require.True(t, ok, "body: %v", body)
-	require.Equal(t, want, e["type"])
+	require.Equal(t, want, e["type"], "body: %v", body)
 	require.NotEmpty(t, e["suggestion"])
+	return e
 }
 
 // clearFaultIfLatched clears a fault the previous scenario latched, as an
