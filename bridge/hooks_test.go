@@ -15,32 +15,9 @@ import (
 // moment a grant ends, and asks it whether a latch is set before an
 // operator's approval takes effect.
 
-func TestGrantRevoked_StopsItsMotionAtOnceNamingTheOperator(t *testing.T) {
-	// Given an operator's scoped grant for base motions in the room, and
-	// a long drive running on it
-	h := startHarness(t, nil)
-	code, body := h.do("POST", "/v1/grants", h.operator, map[string]any{
-		"scope": map[string]any{"tool": "move_base_to", "rect": map[string]any{"min_x": -4, "min_y": -4, "max_x": 4, "max_y": 4}},
-		"ttl":   "10m",
-	})
-	require.Equal(t, http.StatusCreated, code, "%v", body)
-	grantID := body["grant"].(map[string]any)["id"].(string)
-	id := taskID(t, h.call("move_base_to", args(map[string]any{"x": 3.5, "y": 0})))
-	waitStatus(t, h, id, "executing")
-
-	// When the operator revokes the grant, saying why
-	code, body = h.do("DELETE", "/v1/grants/"+grantID, h.operator, map[string]any{"reason": "person near the table"})
-	require.Equal(t, http.StatusOK, code, "%v", body)
-
-	// Then the motion was stopped by the revocation itself — the stop names
-	// the operator and their reason, which only the approval service's
-	// call to the supervisor carries (the supervisor's own re-check of the
-	// grant knows neither)
-	done := taskData(h.waitTask(id, 20*time.Second))
-	require.NotEqual(t, "succeeded", done["status"], "%v", done)
-	msg := fmt.Sprint(done["error"].(map[string]any)["message"])
-	require.Contains(t, msg, "operator revoked the grant (person near the table)", "%v", done)
-}
+// A grant revoked mid-motion stopping it, naming the operator and the
+// reason, is scenarioRevokedGrantStopsItsMotion (replay_revoke_e2e_test.go),
+// in-process and over ROS.
 
 func TestApprove_RefusedWhileAFaultIsLatched(t *testing.T) {
 	// Given a motion waiting for an operator's approval
