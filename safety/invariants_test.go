@@ -181,6 +181,9 @@ func invariant2TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T, newRig n
 			stops := r.stopsAfter(cmds[0].Time)
 			require.NotEmpty(t, stops, "no stop reached the simulator")
 			late := stops[0].Time.Sub(deadline)
+			if r.world.wire() {
+				t.Logf("the stop reached the robot %s after the deadline (allowed %s + budget %s)", late, r.sup.ControlPeriod(), r.world.budget())
+			}
 			require.GreaterOrEqual(t, late, -early, "stopped before the deadline")
 			require.LessOrEqual(t, late, r.within(r.sup.ControlPeriod()), "stop %s after the deadline (%s world)", late, r.world.name())
 			// And then recovered: the arm went back to the safe pose at

@@ -71,7 +71,7 @@ func property(t *testing.T, newRig newRigFunc, test string, first, last uint64) 
 	for seed := first; seed <= last; seed++ {
 		if err := runSequence(t, newRig, seed, stats); err != nil {
 			failed++
-			t.Errorf("seed %d failed (rerun: go test ./safety -run %s -prop.seed=%d -v):\n%v", seed, test, seed, err)
+			t.Errorf("seed %d failed (rerun: go test ./safety -run %s -v -args -prop.seed=%d):\n%v", seed, test, seed, err)
 			if failed >= 5 {
 				t.Fatal("stopping after 5 failing seeds")
 			}
@@ -92,8 +92,8 @@ type checker struct {
 	trace []string
 	// latchedCount is the simulator's command count when a latch was
 	// first seen, keyed by the latch's start time; it must not grow while
-	// that latch holds (over ROS: except by a command the gate admitted
-	// before the latch was seen, latchMark, which a stop follows).
+	// that latch holds, except by a command the gate admitted before the
+	// latch was seen (latchMark) that a stop follows (see lateCommandsOf).
 	latchKey     string
 	latchedCount int
 	latchMark    uint64
@@ -209,9 +209,9 @@ func (c *checker) check() error {
 }
 
 // sentWhileLatched returns a command that reached the robot since the
-// latch was first seen. In process that is any command; over ROS a
-// command the gate admitted before the latch was seen can still be on the
-// wire, and is not one if a stop followed it (see lateCommandsOf).
+// latch was first seen, other than one whose Send began before that and
+// that a stop followed (on its way when the latch came: see
+// lateCommandsOf).
 func (c *checker) sentWhileLatched() (sim.LogEntry, bool) {
 	r := c.r
 	log := r.sim.CommandLog()
@@ -224,10 +224,8 @@ func (c *checker) sentWhileLatched() (sim.LogEntry, bool) {
 		if k <= c.latchedCount {
 			continue
 		}
-		if r.world.wire() {
-			if s, ok := r.sendOf(e.ID); ok && s.Seq < c.latchMark && stopFollows(log, i) {
-				continue
-			}
+		if s, ok := r.sendOf(e.ID); ok && s.Seq < c.latchMark && stopFollows(log, i) {
+			continue
 		}
 		return e, true
 	}

@@ -49,7 +49,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
 )
 
-var rosSeeds = flag.Int("ros.seeds", 12, "seeded sequences the property test drives over ROS (each runs in real time, ~10-30 s)")
+var rosSeeds = flag.Int("ros.seeds", 10, "seeded sequences the property test drives over ROS (each runs in real time, ~10-30 s)")
 
 // rosBudget is the latency allowance over ROS, added to every timing
 // assertion that is exact on the fake clock ("a stop within one control
@@ -121,9 +121,13 @@ type rosEnv struct {
 }
 
 // newROSEnv starts rosmaster for the test t (killed when it ends) and
-// builds robot-bridge if that has not been done yet.
+// builds robot-bridge if that has not been done yet. It marks t parallel:
+// the ROS tests spend their time waiting for real motions, each on its
+// own master and simulator, so they run beside each other (at most
+// -test.parallel at once), after the in-process tests.
 func newROSEnv(t *testing.T) *rosEnv {
 	t.Helper()
+	t.Parallel()
 	cfgPath, err := filepath.Abs("../hw-configs/ros-sim.yaml")
 	require.NoError(t, err)
 	bin := robotBridgeBinary(t)
