@@ -540,6 +540,8 @@ func invariant7OneCallProducesOneMotion(t *testing.T, newRig newRigFunc) {
 	v := r.waitTerminal(views[0].ID, 30*time.Second)
 	require.Equal(t, "succeeded", string(v.Status))
 	require.Len(t, r.motionCommands(), 1, "the simulator saw exactly one motion command")
+	task, _ := taskOfCommand(r.motionCommands()[0].ID)
+	require.Equal(t, views[0].ID, task, "the command the robot got is the task's (over ROS: attributed by its goal id's stamp)")
 	odo := r.sim.Odometer().BaseDistance
 	require.InDelta(t, 1.414, odo, 0.1, "the base drove the distance once")
 
