@@ -582,8 +582,6 @@ func (w *inprocWorld) stepFor(d time.Duration, after func() bool) bool {
 	return false
 }
 
-func (r *rig) step() { r.t.Helper(); r.world.step() }
-
 // stepFor lets d of robot time pass.
 func (r *rig) stepFor(d time.Duration) {
 	r.t.Helper()
