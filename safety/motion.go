@@ -674,7 +674,8 @@ func (r *run) trip(t *Trip) *Trip {
 
 // waitStopped waits, one control period at a time and at most the stop
 // timeout, for a state received after the stop that shows the robot at
-// rest. It re-sends the stop when the driver failed it.
+// rest. It does not send anything itself: the stop was sent by whoever
+// ended the motion.
 func (r *run) waitStopped(since time.Time) bool {
 	s := r.s
 	timer := s.clock.NewTimer(s.set.controlPeriod)
