@@ -55,6 +55,30 @@ func (d *benchDriver) publish(mut func(*robot.State)) time.Time {
 	return at
 }
 
+// talk publishes the robot's state every 0.5 ms, except while silent
+// (optional) is set, until the returned function is called.
+func (d *benchDriver) talk(silent *atomic.Bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(500 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if silent == nil || !silent.Load() {
+					d.publish(nil)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // BenchmarkSafetyReaction measures the time from a fault's detection to
 // the stop command leaving the supervisor for the driver, over at least
 // 1,000 injected faults per kind (b.N when larger), on the real clock:
@@ -117,25 +141,7 @@ func benchReaction(b *testing.B, kind TripKind) {
 	}
 	// A robot that keeps talking, except while silent is set.
 	var silent atomic.Bool
-	stopPub := make(chan struct{})
-	var pubWG sync.WaitGroup
-	pubWG.Add(1)
-	go func() {
-		defer pubWG.Done()
-		t := time.NewTicker(500 * time.Microsecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopPub:
-				return
-			case <-t.C:
-				if !silent.Load() {
-					drv.publish(nil)
-				}
-			}
-		}
-	}()
-	defer func() { close(stopPub); pubWG.Wait() }()
+	defer drv.talk(&silent)()
 	// reset clears every latch and puts the robot back inside its limits,
 	// talking, between faults.
 	reset := func() {
@@ -266,23 +272,7 @@ func BenchmarkStopDuringRecovery(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = sup.Close() }()
-	stopPub := make(chan struct{})
-	var pubWG sync.WaitGroup
-	pubWG.Add(1)
-	go func() {
-		defer pubWG.Done()
-		t := time.NewTicker(500 * time.Microsecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopPub:
-				return
-			case <-t.C:
-				drv.publish(nil)
-			}
-		}
-	}()
-	defer func() { close(stopPub); pubWG.Wait() }()
+	defer drv.talk(nil)()
 
 	n := max(b.N, 1000)
 	if testing.Short() {
