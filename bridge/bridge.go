@@ -255,6 +255,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 		Clock:       conf.Clock,
 		Logger:      conf.Logger,
 		Registerer:  b.reg,
+		Events:      b.bus,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: tool API: %w", err)

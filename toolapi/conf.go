@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/robot-bridge/robot-bridge/events"
+
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -195,6 +197,10 @@ type Conf struct {
 	// that is unset. An older state is reported as "last seen … ago",
 	// never as "stopped" or "moving".
 	StaleAfter time.Duration
+	// Events is the bridge's event bus (optional). The agent's event
+	// stream and MCP resource subscriptions read robot state and task
+	// changes from it; without it they only serve current state.
+	Events *events.Bus
 }
 
 // ErrConf is the root of every configuration error of New.
