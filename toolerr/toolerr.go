@@ -84,6 +84,42 @@ func InfoOf(t Type) Info {
 	return infos[Internal]
 }
 
+// defaultRetryAfter is the back-off of each retryable type, for an Error
+// that does not carry its own. Each is long enough that a model which
+// retries at once does not hammer the bridge or the operator, and short
+// enough that a transient condition (a link blip, a busy robot finishing a
+// short motion, a rate window) has usually passed.
+var defaultRetryAfter = map[Type]time.Duration{
+	// An operator decides in seconds at best; get_task with wait_ms is the
+	// better way to wait, so a plain retry should not come sooner.
+	ApprovalPending: 2 * time.Second,
+	// Most motions of the bundled robots take a few seconds.
+	RobotBusy: time.Second,
+	// The same hint the action runner gives while the robot link is down.
+	Unavailable: 2 * time.Second,
+	// One token of a typical per-session bucket refills within a second.
+	RateLimited: time.Second,
+	// An internal error is retried at most once; a second is enough for a
+	// busy store to settle.
+	Internal: time.Second,
+}
+
+// DefaultRetryAfter returns the back-off a model should wait before
+// repeating a call that failed with t when the error does not carry its own
+// (Error.RetryAfter): non-zero for every retryable type, zero for every
+// type whose Info.Retryable is false (retrying unchanged cannot help). An
+// unknown type is Internal's, as in InfoOf. The envelope's retry_after_ms
+// uses it through Error.RetryAfterHint.
+func DefaultRetryAfter(t Type) time.Duration {
+	if !t.Valid() {
+		t = Internal
+	}
+	if !InfoOf(t).Retryable {
+		return 0
+	}
+	return defaultRetryAfter[t]
+}
+
 // Valid reports whether t is one of the closed set.
 func (t Type) Valid() bool { _, ok := infos[t]; return ok }
 
@@ -114,6 +150,21 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Retryable reports the type's retry rule.
 func (e *Error) Retryable() bool { return InfoOf(e.Type).Retryable }
+
+// RetryAfterHint returns how long to wait before retrying: e.RetryAfter
+// when set, else DefaultRetryAfter(e.Type). It is zero exactly when the
+// type is not retryable, so an envelope never tells a model to wait and
+// retry a call that cannot succeed unchanged, and never gives a retryable
+// error without a wait.
+func (e *Error) RetryAfterHint() time.Duration {
+	if !e.Retryable() {
+		return 0
+	}
+	if e.RetryAfter > 0 {
+		return e.RetryAfter
+	}
+	return DefaultRetryAfter(e.Type)
+}
 
 // SuggestionText returns the suggestion, falling back to the type's default.
 func (e *Error) SuggestionText() string {

@@ -40,3 +40,39 @@ func TestErrorWrapsAndHidesCauses(t *testing.T) {
 	require.Equal(t, InfoOf(Conflict).Suggestion, New(Conflict, "x").SuggestionText())
 	require.Equal(t, "do this", (&Error{Type: Conflict, Suggestion: "do this"}).SuggestionText())
 }
+
+func TestDefaultRetryAfter_NonZeroExactlyForRetryableTypes(t *testing.T) {
+	for _, ty := range Types() {
+		// Given a type of the closed set
+		// When its default back-off is asked for
+		d := DefaultRetryAfter(ty)
+		// Then it is a positive wait of at most a few seconds when retrying can help, and zero otherwise.
+		if InfoOf(ty).Retryable {
+			require.Positive(t, d, ty)
+			require.LessOrEqual(t, d, 5*time.Second, ty)
+		} else {
+			require.Zero(t, d, ty)
+		}
+	}
+	require.Equal(t, DefaultRetryAfter(Internal), DefaultRetryAfter(Type("NOPE")), "an unknown type is Internal's, as in InfoOf")
+}
+
+func TestRetryAfterHint_OwnWaitWinsDefaultFillsInNonRetryableIsZero(t *testing.T) {
+	cases := []struct {
+		name string
+		err  *Error
+		want time.Duration
+	}{
+		{"own wait kept", &Error{Type: RateLimited, RetryAfter: 250 * time.Millisecond}, 250 * time.Millisecond},
+		{"default when absent", &Error{Type: Unavailable}, DefaultRetryAfter(Unavailable)},
+		{"default when absent, busy", &Error{Type: RobotBusy}, DefaultRetryAfter(RobotBusy)},
+		{"non-retryable drops a stray wait", &Error{Type: SafetyViolation, RetryAfter: time.Second}, 0},
+		{"unknown type is Internal's", &Error{Type: "NOPE"}, DefaultRetryAfter(Internal)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given an error, When the envelope asks how long to wait, Then:
+			require.Equal(t, tc.want, tc.err.RetryAfterHint())
+		})
+	}
+}
