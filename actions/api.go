@@ -46,8 +46,8 @@ type TaskView struct {
 	ApprovalID string    `json:"approval_id,omitempty"`
 	SessionID  string    `json:"session_id,omitempty"`
 	Principal  string    `json:"requested_by,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	CreatedAt  time.Time `json:"created_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at,omitzero"`
 }
 
 // Terminal reports whether the task has ended.

@@ -59,8 +59,8 @@ type Approval struct {
 	Status      Status    `json:"status"`
 	RequestedBy string    `json:"requested_by"`
 	SessionID   string    `json:"session_id,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 	// DecidedAt, DecidedBy and Reason record the decision: the operator (or
 	// "system" for an expiry, the requester for a withdrawal), and their
 	// words — verbatim for a denial.
@@ -121,8 +121,8 @@ type Grant struct {
 	TaskID    string      `json:"task_id,omitempty"`
 	Status    GrantStatus `json:"status"`
 	CreatedBy string      `json:"created_by"`
-	CreatedAt time.Time   `json:"created_at"`
-	ExpiresAt time.Time   `json:"expires_at"`
+	CreatedAt time.Time   `json:"created_at,omitzero"`
+	ExpiresAt time.Time   `json:"expires_at,omitzero"`
 	RevokedAt *time.Time  `json:"revoked_at,omitempty"`
 	RevokedBy string      `json:"revoked_by,omitempty"`
 	// RevokeReason is the operator's reason for revoking (or deleting) the
@@ -195,7 +195,7 @@ func (t EventType) String() string { return string(t) }
 // Event is one change, with a snapshot of the approval or grant after it.
 type Event struct {
 	Type     EventType `json:"type"`
-	Time     time.Time `json:"time"`
+	Time     time.Time `json:"time,omitzero"`
 	Approval *Approval `json:"approval,omitempty"`
 	Grant    *Grant    `json:"grant,omitempty"`
 }

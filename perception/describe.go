@@ -73,8 +73,10 @@ type Object struct {
 	// the last couple of camera frames. Only such objects are described as
 	// currently seen.
 	SeenNow  bool      `json:"seen_now"`
-	LastSeen time.Time `json:"last_seen"`
-	SeenAgoS float64   `json:"seen_ago_s"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
+	// SeenAgoMS is how long before the scene's time LastSeen was, in whole
+	// milliseconds, like every duration the bridge answers with.
+	SeenAgoMS int64 `json:"seen_ago_ms"`
 	// Stale is true when the object was last seen longer ago than
 	// perception.stale_after: its position may be out of date, and grasp
 	// will not accept its id.
@@ -98,7 +100,7 @@ type Scene struct {
 	// Pose is the robot's pose the robot frame refers to.
 	Pose robot.Pose2D `json:"robot_pose"`
 	// At is when the scene was described.
-	At time.Time `json:"at"`
+	At time.Time `json:"at,omitzero"`
 }
 
 // QuerySchema is the JSON Schema of describe_scene's arguments, matching
@@ -264,7 +266,7 @@ func (s *Summarizer) object(c *candidate) Object {
 		InView:     c.inView,
 		SeenNow:    c.seenNow,
 		LastSeen:   c.lastSeen,
-		SeenAgoS:   round(c.ago.Seconds(), 1),
+		SeenAgoMS:  c.ago.Milliseconds(),
 		Stale:      c.stale,
 	}
 }

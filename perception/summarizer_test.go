@@ -226,7 +226,7 @@ func TestStaleness_ReportedThenForgotten(t *testing.T) {
 	o := findObject(t, sc, "cup-1")
 	require.True(t, o.Stale)
 	require.False(t, o.SeenNow)
-	require.Equal(t, 12.0, o.SeenAgoS)
+	require.Equal(t, int64(12000), o.SeenAgoMS)
 	require.Contains(t, sc.Text, "last seen 12 s ago, may have moved")
 	_, err = s.Lookup(ctx, "cup-1")
 	requireNotFound(t, err, "last seen 12 s ago")
@@ -398,7 +398,7 @@ func TestUpdate_RepeatedFrameUsedOnceWithPoseAtImageTime(t *testing.T) {
 	o := sc.Objects[0]
 	require.Less(t, dist3(o.Position.Room, cupOnTable), 0.02)
 	require.Equal(t, t0, o.LastSeen)
-	require.Equal(t, 0.2, o.SeenAgoS)
+	require.Equal(t, int64(200), o.SeenAgoMS)
 	require.Equal(t, 1, s.tracks[0].hits)
 }
 

@@ -67,13 +67,13 @@ type Detection struct {
 	// object's centre, 0 when unknown.
 	Depth float64 `json:"depth,omitempty"`
 	// Stamp is when the image was taken (robot clock).
-	Stamp time.Time `json:"stamp"`
+	Stamp time.Time `json:"stamp,omitzero"`
 }
 
 // State is a snapshot of the robot as reported by its transport.
 type State struct {
 	// Stamp is when the robot produced the snapshot (robot clock).
-	Stamp    time.Time `json:"stamp"`
+	Stamp    time.Time `json:"stamp,omitzero"`
 	Base     Pose2D    `json:"base"`
 	Velocity Twist2D   `json:"velocity"`
 	// Joints are the arm joints in hw-config order; empty for a robot

@@ -2,6 +2,7 @@ package safety
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,32 +79,75 @@ const (
 	JointTolerance = 0.02
 )
 
-// EStopStatus is the e-stop latch.
+// EStopStatus is the e-stop latch. Since is absent from its JSON while
+// the latch is not set.
 type EStopStatus struct {
 	Active bool      `json:"active"`
 	By     string    `json:"by,omitempty"`
 	Reason string    `json:"reason,omitempty"`
-	Since  time.Time `json:"since,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
 }
 
-// FaultStatus is the fault latch.
+// FaultStatus is the fault latch. Since is absent from its JSON while no
+// fault is latched.
 type FaultStatus struct {
 	Latched bool      `json:"latched"`
 	Reason  string    `json:"reason,omitempty"`
 	TaskID  string    `json:"task_id,omitempty"`
-	Since   time.Time `json:"since,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
 }
 
 // MonitorConf is the effective monitor configuration, reported in Status.
+// Its durations are whole milliseconds in JSON, each field named with its
+// unit (control_period_ms, state_timeout_ms, stall_timeout_ms,
+// safe_pose_timeout_ms), like every duration the bridge answers with.
 type MonitorConf struct {
-	ControlPeriod   time.Duration `json:"control_period"`
-	StateTimeout    time.Duration `json:"state_timeout"`
-	StallTimeout    time.Duration `json:"stall_timeout"`
+	ControlPeriod   time.Duration `json:"-"`
+	StateTimeout    time.Duration `json:"-"`
+	StallTimeout    time.Duration `json:"-"`
 	SafePose        string        `json:"safe_pose"`
-	SafePoseTimeout time.Duration `json:"safe_pose_timeout"`
+	SafePoseTimeout time.Duration `json:"-"`
 	SpeedScale      float64       `json:"speed_scale"`
 	GripperOnSafe   string        `json:"gripper_on_safe"`
 	Preauthorized   bool          `json:"recovery_preauthorized"`
+}
+
+// monitorConfJSON is MonitorConf on the wire.
+type monitorConfJSON struct {
+	monitorConfFields
+	ControlPeriodMS   int64 `json:"control_period_ms"`
+	StateTimeoutMS    int64 `json:"state_timeout_ms"`
+	StallTimeoutMS    int64 `json:"stall_timeout_ms"`
+	SafePoseTimeoutMS int64 `json:"safe_pose_timeout_ms"`
+}
+
+// monitorConfFields is MonitorConf without its methods, so that the wire
+// type can embed it without recursing into MarshalJSON.
+type monitorConfFields MonitorConf
+
+// MarshalJSON writes the durations as whole milliseconds.
+func (m MonitorConf) MarshalJSON() ([]byte, error) {
+	return json.Marshal(monitorConfJSON{
+		monitorConfFields: monitorConfFields(m),
+		ControlPeriodMS:   m.ControlPeriod.Milliseconds(),
+		StateTimeoutMS:    m.StateTimeout.Milliseconds(),
+		StallTimeoutMS:    m.StallTimeout.Milliseconds(),
+		SafePoseTimeoutMS: m.SafePoseTimeout.Milliseconds(),
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *MonitorConf) UnmarshalJSON(b []byte) error {
+	var w monitorConfJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*m = MonitorConf(w.monitorConfFields)
+	m.ControlPeriod = time.Duration(w.ControlPeriodMS) * time.Millisecond
+	m.StateTimeout = time.Duration(w.StateTimeoutMS) * time.Millisecond
+	m.StallTimeout = time.Duration(w.StallTimeoutMS) * time.Millisecond
+	m.SafePoseTimeout = time.Duration(w.SafePoseTimeoutMS) * time.Millisecond
+	return nil
 }
 
 // ActiveMotion is the motion under supervision.
@@ -131,12 +175,49 @@ type Status struct {
 	Fault  FaultStatus `json:"fault"`
 	LinkUp bool        `json:"link_up"`
 	// HaveState is false until the first robot state arrives.
-	HaveState    bool          `json:"have_state"`
-	LastStateAge time.Duration `json:"last_state_age"`
+	HaveState bool `json:"have_state"`
+	// LastStateAge is how long ago the newest robot state was received
+	// (zero without one). In JSON it is last_state_age_ms, whole
+	// milliseconds, present only with have_state.
+	LastStateAge time.Duration `json:"-"`
 	// RobotEStop is the robot's own e-stop circuit, as last reported.
 	RobotEStop bool          `json:"robot_estop"`
 	Active     *ActiveMotion `json:"active,omitempty"`
 	Monitors   MonitorConf   `json:"monitors"`
+}
+
+// statusFields is Status without its methods, for its wire type.
+type statusFields Status
+
+// statusJSON is Status on the wire.
+type statusJSON struct {
+	statusFields
+	LastStateAgeMS *int64 `json:"last_state_age_ms,omitempty"`
+}
+
+// MarshalJSON writes last_state_age_ms in whole milliseconds, and leaves
+// it out while no state has been received: an age of nothing is absent,
+// not zero.
+func (s Status) MarshalJSON() ([]byte, error) {
+	w := statusJSON{statusFields: statusFields(s)}
+	if s.HaveState {
+		ms := s.LastStateAge.Milliseconds()
+		w.LastStateAgeMS = &ms
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var w statusJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = Status(w.statusFields)
+	if w.LastStateAgeMS != nil {
+		s.LastStateAge = time.Duration(*w.LastStateAgeMS) * time.Millisecond
+	}
+	return nil
 }
 
 // Supervisor is the safety supervisor. It owns the Driver: every motion
