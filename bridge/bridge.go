@@ -38,6 +38,12 @@ type Conf struct {
 	// Listen is the HTTP address (optional). It defaults to 127.0.0.1:8080;
 	// use 127.0.0.1:0 in tests.
 	Listen string
+	// Listener (optional) is an already bound listener for the HTTP API;
+	// when set, Listen is ignored and Start serves on it, so a caller can
+	// bind the address before New writes tokens or opens the store. The
+	// bridge owns it from New on: Stop, a failed New and a failed Start
+	// close it.
+	Listener net.Listener
 	// DataDir holds the store and generated tokens (optional). It defaults
 	// to ./var.
 	DataDir string
@@ -178,6 +184,9 @@ func New(conf Conf) (_ *Bridge, err error) {
 		if err == nil {
 			return
 		}
+		if conf.Listener != nil {
+			_ = conf.Listener.Close()
+		}
 		if rerr := b.td.run(context.Background()); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("bridge: releasing after the failure: %w", rerr))
 		}
@@ -311,6 +320,9 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 			return
 		}
 		b.phase = phaseStopped
+		if b.ln == nil && b.conf.Listener != nil {
+			_ = b.conf.Listener.Close()
+		}
 		if rerr := b.td.run(context.WithoutCancel(ctx)); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("bridge: releasing after the failure: %w", rerr))
 		}
@@ -350,9 +362,11 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 	// supervisor still watches the robot (their releases run before its).
 	b.td.add("approvals", func(context.Context) error { return b.approvals.Close() })
 	b.td.add("runner", b.runner.Close)
-	ln, err := net.Listen("tcp", b.conf.Listen)
-	if err != nil {
-		return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
+	ln := b.conf.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", b.conf.Listen); err != nil {
+			return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
+		}
 	}
 	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second, Protocols: serverProtocols()}
 	b.ln = ln
@@ -380,10 +394,13 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 func (b *Bridge) Addr() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ln == nil {
-		return b.conf.Listen
+	switch {
+	case b.ln != nil:
+		return b.ln.Addr().String()
+	case b.conf.Listener != nil:
+		return b.conf.Listener.Addr().String()
 	}
-	return b.ln.Addr().String()
+	return b.conf.Listen
 }
 
 // Stop shuts the bridge down in order: the API closes, pending approvals
@@ -396,6 +413,10 @@ func (b *Bridge) Stop(ctx context.Context) error {
 	if b.phase == phaseStopped {
 		b.mu.Unlock()
 		return nil
+	}
+	if b.phase == phaseBuilt && b.conf.Listener != nil {
+		// Never served, so no http release will close it.
+		_ = b.conf.Listener.Close()
 	}
 	b.phase = phaseStopped
 	b.mu.Unlock()
