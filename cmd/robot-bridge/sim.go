@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -26,13 +25,17 @@ import (
 // interfaces the config names, its command watchdog fed by the bridge's
 // heartbeat, so a bridge that dies mid-motion leaves a robot that stops.
 func simCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", defaultConfig, "hw-config file (its sim section describes the world)")
-	transport := fs.String("transport", "none", "how the bridge reaches the simulated robot: none or ros")
-	listen := fs.String("listen", "127.0.0.1:8090", "address of the simulator's fault-injection and truth API")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("sim", stderr)
+	configPath := fs.String("config", defaultConfig, "the robot's hw-config `FILE` (its sim section describes the world)")
+	transport := fs.String("transport", "none", "`KIND` of link a bridge reaches the simulated robot over: none (only the HTTP API) or ros (also a ROS1 node on the config's master)")
+	listen := fs.String("listen", "127.0.0.1:8090", "`HOST:PORT` of the simulator's fault-injection and truth API")
+	logLevel := fs.String("log-level", "info", "`LEVEL` of the JSON log on stderr: debug, info, warn or error")
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		sayf(stderr, "robot-bridge sim: unexpected argument %q (sim takes only flags)\n\n", fs.Arg(0))
+		commandUsage(fs, stderr)
 		return 2
 	}
 	logger, err := newLogger(stderr, *logLevel)

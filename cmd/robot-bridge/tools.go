@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"io"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
@@ -12,11 +11,15 @@ import (
 // toolsCmd prints the tools a hw-config yields, as GET /v1/tools would
 // list them (or as an OpenAI tools array with --format openai).
 func toolsCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", defaultConfig, "hw-config file")
-	format := fs.String("format", "bridge", "bridge (as GET /v1/tools) or openai (the OpenAI tools array)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("tools", stderr)
+	configPath := fs.String("config", defaultConfig, "the robot's hw-config `FILE`")
+	format := fs.String("format", "bridge", "`FORMAT` of the output: bridge (as GET /v1/tools) or openai (the OpenAI tools array)")
+	if code, ok := parse(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		sayf(stderr, "robot-bridge tools: unexpected argument %q (tools takes only flags)\n\n", fs.Arg(0))
+		commandUsage(fs, stderr)
 		return 2
 	}
 	if *format != "bridge" && *format != "openai" {
