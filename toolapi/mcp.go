@@ -9,9 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,7 +31,7 @@ import (
 // The MCP session id scopes the loop guard.
 //
 // An action that can move the robot is sent at most once per key
-// (DESIGN.md §4, invariant 7). MCP gives a call no key of its own that a
+// (docs/DESIGN.md §4, invariant 7). MCP gives a call no key of its own that a
 // retry would carry: a host that gives up on a tools/call (a timeout, a
 // dropped connection) and tries again sends a new request with a new
 // JSON-RPC id, often on a new session whose ids start again from 0. So:
@@ -44,16 +48,31 @@ import (
 //     gateway or a transport that lost the answer): it gets the first
 //     answer and sends nothing. A retry with a new id is a new call.
 func (s *Server) mcpHandler() http.Handler {
+	// Every wait for a task (an action's wait_ms, get_task's long poll)
+	// goes through progressTasks, which sends MCP progress notifications
+	// when the call that waits carries a progress token (mcp_progress.go).
+	s.conf.Tasks = progressTasks{Tasks: s.conf.Tasks, bus: s.conf.Events}
+	m := newMCPState(s)
+	sdkLog := slog.New(sdkLogHandler{s.log.Handler()})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "robot-bridge", Title: "robot-bridge tools", Version: "0.1.0"},
-		&mcp.ServerOptions{Logger: s.log})
+		&mcp.ServerOptions{
+			Instructions: mcpInstructions(s.conf.MaxWait),
+			Logger:       sdkLog,
+			// Resources are subscribable; updates come from the event bus
+			// (mcp_resources.go).
+			SubscribeHandler:   m.subscribe,
+			UnsubscribeHandler: m.unsubscribe,
+		})
+	m.srv = srv
 	for _, t := range s.reg.Tools() {
 		name := t.Name
-		srv.AddTool(mcpTool(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv.AddTool(s.mcpTool(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return s.mcpCall(ctx, name, req), nil
 		})
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: s.log})
-	return s.mcpRequestIDs(h)
+	m.addResources()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: sdkLog})
+	return s.mcpRequestIDs(m.closeOnShutdown(h))
 }
 
 // mcpKeyField is the argument (and the _meta field) that carries an MCP
@@ -71,13 +90,21 @@ const mcpRequestIDHeader = "X-Robot-Bridge-Mcp-Request-Id"
 // motion and always run.
 func onceByKey(t *Tool) bool { return t.Kind == KindAction && !neverRefused(t.Name) }
 
+// mcpWaitField is the argument of a moving action's MCP call that makes
+// the call wait for its task (the body's wait_ms over HTTP).
+const mcpWaitField = "wait_ms"
+
 // mcpTool is t as MCP lists it: a moving action's input schema gains the
-// optional idempotency_key argument, and the annotations say which tools
-// only read.
-func mcpTool(t *Tool) *mcp.Tool {
+// optional idempotency_key and wait_ms arguments, and the annotations tell
+// a host what the tool does to the world: state tools only read (and may
+// be repeated), motion tools move the robot (destructive: a host should
+// ask before it lets a model call one), stop and cancel_task only ever
+// end motion, and no tool reaches beyond this bridge and its robot.
+func (s *Server) mcpTool(t *Tool) *mcp.Tool {
 	params := t.OpenAI().Function.Parameters
 	desc := t.Description
-	if onceByKey(t) {
+	motion := onceByKey(t)
+	if motion {
 		props := maps.Clone(params["properties"].(map[string]any))
 		props[mcpKeyField] = map[string]any{
 			"type": "string", "minLength": 1, "maxLength": maxIDLen,
@@ -85,14 +112,51 @@ func mcpTool(t *Tool) *mcp.Tool {
 				"(timeout, disconnect), call again with the same key and the same arguments: you get the first call's task, " +
 				"and the robot never moves twice. Never reuse a key for a different action.",
 		}
+		props[mcpWaitField] = map[string]any{
+			"type": "integer", "minimum": 0, "maximum": s.conf.MaxWait.Milliseconds(),
+			"description": fmt.Sprintf("optional; how long to wait for the task to end before answering, in milliseconds "+
+				"(at most %d). Absent or 0: answer at once with the task, to follow with get_task. While the call waits, "+
+				"a host that sent a progress token gets progress notifications.", s.conf.MaxWait.Milliseconds()),
+		}
 		params["properties"] = props
 		desc += " Pass a fresh idempotency_key so that a retry after a lost answer never moves the robot twice."
 	}
 	readOnly := t.Kind == KindState
+	title := mcpTitle(t.Name)
 	return &mcp.Tool{
-		Name: t.Name, Description: desc, InputSchema: params,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: readOnly || t.Idempotent},
+		Name: t.Name, Title: title, Description: desc, InputSchema: params,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           title,
+			ReadOnlyHint:    readOnly,
+			IdempotentHint:  readOnly || t.Idempotent,
+			DestructiveHint: &motion,
+			OpenWorldHint:   new(false),
+		},
 	}
+}
+
+// mcpTitles are the tools' human-readable titles, for a host's UI.
+var mcpTitles = map[string]string{
+	ToolGetRobotState:    "Get the robot's state",
+	ToolDescribeScene:    "Describe the scene",
+	ToolGetTask:          "Get a task",
+	ToolListNamedPoses:   "List named locations and poses",
+	ToolGetSafetyStatus:  "Get the safety status",
+	ToolMoveBaseTo:       "Drive the base",
+	ToolMoveArmTo:        "Move the arm",
+	ToolGrasp:            "Grasp an object",
+	ToolRelease:          "Release the held object",
+	ToolReturnToSafePose: "Return to the safe pose",
+	ToolStop:             "Stop the robot",
+	ToolCancelTask:       "Cancel a task",
+}
+
+// mcpTitle is a tool's title: from mcpTitles, or its name in words.
+func mcpTitle(name string) string {
+	if t, ok := mcpTitles[name]; ok {
+		return t
+	}
+	return eventUpperFirst(strings.ReplaceAll(name, "_", " "))
 }
 
 // mcpRequestIDs passes the JSON-RPC id of a tools/call POSTed on an MCP
@@ -148,14 +212,21 @@ func mcpRequestKey(sessionID, id string) string {
 	return "mcp_request " + strconv.QuoteToASCII(sessionID) + " " + id
 }
 
-func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequest) *mcp.CallToolResult {
-	p, ok := PrincipalFromContext(ctx)
-	if !ok && req.Extra != nil && req.Extra.Header != nil {
-		// The route's middleware authenticated the HTTP request; the SDK
-		// hands its header to the handler.
-		hr := &http.Request{Header: req.Extra.Header}
-		p, ok = s.conf.Tokens.authenticate(bearer(hr))
+// mcpPrincipal is the caller of an MCP request: the route's middleware
+// authenticated its HTTP request, and the SDK hands the handler that
+// request's header.
+func (s *Server) mcpPrincipal(ctx context.Context, extra *mcp.RequestExtra) (Principal, bool) {
+	if p, ok := PrincipalFromContext(ctx); ok {
+		return p, true
 	}
+	if extra == nil || extra.Header == nil {
+		return Principal{}, false
+	}
+	return s.conf.Tokens.authenticate(bearer(&http.Request{Header: extra.Header}))
+}
+
+func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	p, ok := s.mcpPrincipal(ctx, req.Extra)
 	var env Envelope
 	if !ok {
 		env = Envelope{Tool: tool, Error: ErrorBodyOf(permissionDenied("no valid bearer token on the MCP request", RoleAgent))}
@@ -184,6 +255,7 @@ func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequ
 		delete(args, mcpKeyField)
 	} else {
 		key, keyErr := mcpKeyOf(args, meta)
+		wait, waitErr := mcpWaitOf(args)
 		var id string
 		if req.Extra != nil && req.Extra.Header != nil {
 			id = req.Extra.Header.Get(mcpRequestIDHeader)
@@ -192,14 +264,42 @@ func (s *Server) mcpCall(ctx context.Context, tool string, req *mcp.CallToolRequ
 		case keyErr != nil:
 			creq.Arguments = args
 			return mcpResult(s.callWithArgError(ctx, p, creq, keyErr))
+		case waitErr != nil:
+			creq.Arguments = args
+			return mcpResult(s.callWithArgError(ctx, p, creq, waitErr))
 		case key != "":
 			creq.IdempotencyKey = key
 		case sessionID != "" && id != "":
 			creq.IdempotencyKey, creq.mcpRequestID = mcpRequestKey(sessionID, id), id
 		}
+		if wait >= 0 {
+			creq.Wait = wait
+		}
+	}
+	if req.Params != nil && req.Session != nil {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			ctx = withProgress(ctx, &progressWatch{session: req.Session, token: tok, log: s.log})
+		}
 	}
 	creq.Arguments = args
 	return mcpResult(s.Call(ctx, p, creq))
+}
+
+// mcpWaitOf takes wait_ms out of a moving action's arguments: -1 when
+// absent (the call waits Conf.MCPWait), else the wait it asks for (the
+// call path caps it at Conf.MaxWait). A value that is not a whole number
+// of milliseconds ≥ 0 is INVALID_PARAMS, and the call does not run.
+func mcpWaitOf(args map[string]any) (time.Duration, *toolerr.Error) {
+	v, ok := args[mcpWaitField]
+	if !ok {
+		return -1, nil
+	}
+	delete(args, mcpWaitField)
+	ms, isNum := v.(float64)
+	if !isNum || ms < 0 || ms != math.Trunc(ms) || ms > math.MaxInt32 {
+		return 0, fieldError(mcpWaitField, v, "a whole number of milliseconds ≥ 0 (at most the bridge's maximum wait)")
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // mcpKeyOf takes the idempotency key out of a call's arguments (where the

@@ -1,0 +1,467 @@
+package toolapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/console"
+	"github.com/robot-bridge/robot-bridge/events"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// MCP resources: the robot's state and scene, and the caller's tasks, for
+// a host to read and subscribe to instead of polling. A read answers with
+// the envelope the matching state tool returns (get_robot_state,
+// describe_scene, get_task), as application/json text, under the same
+// authentication (the agent role of the /mcp route). A read is not a tool
+// call: it is not rate limited or counted by the loop guard, since a host
+// re-reads a resource on its own after every update.
+//
+// Updates come from the event bus, never from polling. One goroutine per
+// MCP server runs while any session is subscribed: robot://state is
+// updated when the robot changes as the agent event stream counts
+// changes (stateKey: moved, stopped, went stale, link, gripper, battery,
+// e-stop, faults), robot://scene when the robot's pose or the labels its
+// camera detects change (sceneKey), and robot://tasks/{id} when the task
+// changes — at once for a change of status, at most every
+// mcpTaskUpdateGap for progress. If the bus drops the goroutine for
+// falling behind, every subscribed resource is updated, since any of them
+// may have changed unseen.
+
+// The resources' URIs.
+const (
+	uriState        = "robot://state"
+	uriScene        = "robot://scene"
+	uriTaskPrefix   = "robot://tasks/"
+	uriTaskTemplate = "robot://tasks/{id}"
+)
+
+// mcpTaskUpdateGap is the shortest time between two progress-only updates
+// of one task resource (a task's progress changes with every robot state).
+const mcpTaskUpdateGap = 100 * time.Millisecond
+
+// mcpState is the bridge's MCP server's resource side: who is subscribed
+// to what, and the goroutine that turns bus events into updates.
+type mcpState struct {
+	s   *Server
+	srv *mcp.Server
+
+	mu      sync.Mutex
+	subs    map[*mcp.ServerSession]map[string]bool // guarded by mu
+	watched map[*mcp.ServerSession]bool            // guarded by mu; sessions whose end is awaited
+	stopFan context.CancelFunc                     // guarded by mu; nil while no goroutine runs
+
+	hooked sync.Map // *http.Server → struct{}: closeOnShutdown registered
+}
+
+func newMCPState(s *Server) *mcpState {
+	return &mcpState{s: s, subs: map[*mcp.ServerSession]map[string]bool{}, watched: map[*mcp.ServerSession]bool{}}
+}
+
+func (m *mcpState) addResources() {
+	m.srv.AddResource(&mcp.Resource{
+		URI: uriState, Name: "robot-state", Title: "Robot state", MIMEType: "application/json",
+		Description: "The robot now, as get_robot_state answers: pose, velocity, joints, gripper, battery, link and how old " +
+			"the newest state is. Subscribe to hear when the robot moves, stops, goes stale or its link changes.",
+	}, m.readState)
+	m.srv.AddResource(&mcp.Resource{
+		URI: uriScene, Name: "robot-scene", Title: "Scene", MIMEType: "application/json",
+		Description: "What the robot's camera sees, as describe_scene answers with no arguments. " +
+			"Subscribe to hear when the robot's pose or the objects it detects change.",
+	}, m.readScene)
+	m.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: uriTaskTemplate, Name: "task", Title: "Task", MIMEType: "application/json",
+		Description: "One of your tasks, as get_task answers; the id is the task id an action returned. " +
+			"Subscribe to hear each transition, progress step and the result.",
+	}, m.readTask)
+}
+
+func (m *mcpState) readState(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	if _, ok := m.s.mcpPrincipal(ctx, req.Extra); !ok {
+		return nil, errNoPrincipal()
+	}
+	return resourceResult(req.Params.URI, m.s.readEnvelope(ctx, ToolGetRobotState, map[string]any{})), nil
+}
+
+func (m *mcpState) readScene(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	if _, ok := m.s.mcpPrincipal(ctx, req.Extra); !ok {
+		return nil, errNoPrincipal()
+	}
+	return resourceResult(req.Params.URI, m.s.readEnvelope(ctx, ToolDescribeScene, map[string]any{})), nil
+}
+
+func (m *mcpState) readTask(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	p, ok := m.s.mcpPrincipal(ctx, req.Extra)
+	if !ok {
+		return nil, errNoPrincipal()
+	}
+	uri := req.Params.URI
+	id, ok := taskIDOfURI(uri)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err := m.ownTask(p, id, uri); err != nil {
+		if te := (*toolerr.Error)(nil); errors.As(err, &te) {
+			// The runner could not say (UNAVAILABLE): the envelope says so.
+			return resourceResult(uri, Envelope{Tool: ToolGetTask, Error: ErrorBodyOf(te), Robot: m.s.robotText(ctx, outcome{})}), nil
+		}
+		return nil, err
+	}
+	return resourceResult(uri, m.s.readEnvelope(ctx, ToolGetTask, map[string]any{"task_id": id})), nil
+}
+
+// ownTask checks that task id exists and was requested by p. Another
+// credential's task is "not found", exactly like one that does not exist:
+// a caller learns nothing of tasks that are not its own. A runner that
+// cannot answer is its *toolerr.Error.
+func (m *mcpState) ownTask(p Principal, id, uri string) error {
+	v, err := m.s.conf.Tasks.Get(id)
+	if err != nil {
+		te := toolerr.As(err)
+		if te.Type == toolerr.NotFound {
+			return mcp.ResourceNotFoundError(uri)
+		}
+		return te
+	}
+	if v.Principal != p.Name {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	return nil
+}
+
+// taskIDOfURI returns the task id of a robot://tasks/{id} URI: one
+// non-empty path segment, percent-decoded, of at most maxIDLen bytes.
+func taskIDOfURI(uri string) (string, bool) {
+	rest, ok := strings.CutPrefix(uri, uriTaskPrefix)
+	if !ok || rest == "" || strings.ContainsAny(rest, "/?#") {
+		return "", false
+	}
+	id, err := url.PathUnescape(rest)
+	if err != nil || id == "" || len(id) > maxIDLen || strings.ContainsAny(id, "/?#") {
+		return "", false
+	}
+	return id, true
+}
+
+// readEnvelope answers a state tool for a resource read: the envelope
+// the tool call returns, built the same way, without the call's rate
+// limit, loop guard and metrics.
+func (s *Server) readEnvelope(ctx context.Context, tool string, args map[string]any) Envelope {
+	t, ok := s.reg.Lookup(tool)
+	if !ok {
+		return Envelope{Tool: tool, Error: ErrorBodyOf(toolerr.New(toolerr.Internal, "the %s tool is not registered", tool)), Robot: s.robotText(ctx, outcome{})}
+	}
+	out := s.runState(ctx, t, args)
+	env := Envelope{OK: out.err == nil, Tool: tool, Data: out.data, Text: out.text, Task: out.task}
+	if out.err != nil {
+		env.Error = ErrorBodyOf(out.err)
+		env.Data = nil
+	}
+	env.Robot = s.robotText(ctx, out)
+	return env
+}
+
+func resourceResult(uri string, env Envelope) *mcp.ReadResourceResult {
+	b, err := json.Marshal(env)
+	if err != nil {
+		b, _ = json.Marshal(Envelope{Tool: env.Tool, Robot: env.Robot, Error: ErrorBodyOf(toolerr.New(toolerr.Internal, "result could not be encoded"))})
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}
+}
+
+func errNoPrincipal() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "no valid bearer token on the MCP request"}
+}
+
+// subscribe accepts a subscription to robot://state, robot://scene or one
+// of the caller's own tasks; anything else is "resource not found".
+func (m *mcpState) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	p, ok := m.s.mcpPrincipal(ctx, req.Extra)
+	if !ok {
+		return errNoPrincipal()
+	}
+	uri := req.Params.URI
+	switch uri {
+	case uriState, uriScene:
+	default:
+		id, ok := taskIDOfURI(uri)
+		if !ok {
+			return mcp.ResourceNotFoundError(uri)
+		}
+		if uri != uriTaskPrefix+url.PathEscape(id) {
+			// Updates name a task by its canonical URI; a subscription
+			// spelled otherwise would never hear of one.
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "subscribe to a task as " + uriTaskPrefix + url.PathEscape(id)}
+		}
+		if err := m.ownTask(p, id, uri); err != nil {
+			if te := (*toolerr.Error)(nil); errors.As(err, &te) {
+				return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: te.Message}
+			}
+			return err
+		}
+	}
+	if m.s.conf.Events == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this bridge publishes no events, so resources cannot be subscribed to; read them instead"}
+	}
+	m.add(req.Session, uri)
+	return nil
+}
+
+func (m *mcpState) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	m.remove(req.Session, req.Params.URI)
+	return nil
+}
+
+// add records ss's subscription to uri, starts the update goroutine if
+// none runs, and, the first time, awaits ss's end to forget it.
+func (m *mcpState) add(ss *mcp.ServerSession, uri string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := m.subs[ss]
+	if set == nil {
+		set = map[string]bool{}
+		m.subs[ss] = set
+	}
+	set[uri] = true
+	if m.stopFan == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.stopFan = cancel
+		go m.fanOut(ctx)
+	}
+	if !m.watched[ss] {
+		m.watched[ss] = true
+		go func() {
+			_ = ss.Wait()
+			m.drop(ss)
+		}()
+	}
+}
+
+func (m *mcpState) remove(ss *mcp.ServerSession, uri string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if set := m.subs[ss]; set != nil {
+		delete(set, uri)
+		if len(set) == 0 {
+			delete(m.subs, ss)
+		}
+	}
+	m.stopIfIdleLocked()
+}
+
+func (m *mcpState) drop(ss *mcp.ServerSession) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.subs, ss)
+	delete(m.watched, ss)
+	m.stopIfIdleLocked()
+}
+
+func (m *mcpState) stopIfIdleLocked() {
+	if len(m.subs) == 0 && m.stopFan != nil {
+		m.stopFan()
+		m.stopFan = nil
+	}
+}
+
+// subscribed reports whether any session is subscribed to uri.
+func (m *mcpState) subscribed(uri string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, set := range m.subs {
+		if set[uri] {
+			return true
+		}
+	}
+	return false
+}
+
+// uris lists every URI some session is subscribed to.
+func (m *mcpState) uris() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, set := range m.subs {
+		for u := range set {
+			if !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// fanOut turns bus events into resource updates until ctx ends.
+func (m *mcpState) fanOut(ctx context.Context) {
+	bus := m.s.conf.Events
+	filter := func(e events.Event) bool { return e.Type == events.TypeState || e.Type == events.TypeTask }
+	ch, unsubscribe := bus.Subscribe(filter)
+	defer func() { unsubscribe() }()
+	// Changes count from the robot now: a host hears of what happens
+	// after it subscribed, not of the state it has just read.
+	obs, _ := m.s.observe(ctx)
+	now := console.ViewRobot(obs)
+	lastState, lastScene := stateKey(now), sceneKey(now)
+	tt := taskThrottle{clock: m.s.conf.Clock, last: map[string]taskSent{}, pending: map[string]bool{}}
+	defer tt.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tt.due():
+			for _, uri := range tt.flush() {
+				m.update(uri)
+			}
+		case e, ok := <-ch:
+			if !ok {
+				ch, unsubscribe = bus.Subscribe(filter)
+				m.s.log.Info("mcp resource updates fell behind; every subscribed resource is marked updated")
+				for _, uri := range m.uris() {
+					m.update(uri)
+				}
+				continue
+			}
+			switch e.Type {
+			case events.TypeState:
+				view, ok := robotViewOf(e)
+				if !ok {
+					obs, _ := m.s.observe(ctx)
+					view = console.ViewRobot(obs)
+				}
+				if k := stateKey(view); k != lastState {
+					lastState = k
+					m.update(uriState)
+				}
+				if k := sceneKey(view); k != lastScene {
+					lastScene = k
+					m.update(uriScene)
+				}
+			case events.TypeTask:
+				v, ok := e.Data.(actions.TaskView)
+				if !ok {
+					continue
+				}
+				uri := uriTaskPrefix + url.PathEscape(v.ID)
+				if !m.subscribed(uri) {
+					tt.forget(uri)
+					continue
+				}
+				if tt.admit(uri, v.Status) {
+					m.update(uri)
+				}
+			}
+		}
+	}
+}
+
+// update sends notifications/resources/updated for uri to the sessions
+// subscribed to it.
+func (m *mcpState) update(uri string) {
+	if !m.subscribed(uri) {
+		return
+	}
+	_ = m.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// taskThrottle spaces a task resource's progress-only updates by
+// mcpTaskUpdateGap; a change of status always goes at once, and a
+// progress update held back goes when the gap has passed. It belongs to
+// the fanOut goroutine.
+type taskThrottle struct {
+	clock   clockwork.Clock
+	last    map[string]taskSent
+	pending map[string]bool
+	timer   clockwork.Timer
+}
+
+type taskSent struct {
+	at     time.Time
+	status fsm.State
+}
+
+// admit reports whether an update of uri, now in status, goes now; if
+// not, it is held for the timer.
+func (t *taskThrottle) admit(uri string, status fsm.State) bool {
+	now := t.clock.Now()
+	prev, seen := t.last[uri]
+	if !seen || prev.status != status || now.Sub(prev.at) >= mcpTaskUpdateGap {
+		t.last[uri] = taskSent{at: now, status: status}
+		delete(t.pending, uri)
+		if status.Terminal() {
+			delete(t.last, uri)
+		}
+		return true
+	}
+	t.pending[uri] = true
+	if t.timer == nil {
+		t.timer = t.clock.NewTimer(mcpTaskUpdateGap - now.Sub(prev.at))
+	}
+	return false
+}
+
+// due is the held updates' timer channel, nil (never ready) when none.
+func (t *taskThrottle) due() <-chan time.Time {
+	if t.timer == nil {
+		return nil
+	}
+	return t.timer.Chan()
+}
+
+// flush returns the held updates and marks them sent.
+func (t *taskThrottle) flush() []string {
+	t.timer = nil
+	now := t.clock.Now()
+	out := make([]string, 0, len(t.pending))
+	for uri := range t.pending {
+		out = append(out, uri)
+		if prev, ok := t.last[uri]; ok {
+			t.last[uri] = taskSent{at: now, status: prev.status}
+		}
+	}
+	clear(t.pending)
+	return out
+}
+
+func (t *taskThrottle) forget(uri string) {
+	delete(t.last, uri)
+	delete(t.pending, uri)
+}
+
+func (t *taskThrottle) stop() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
+
+// closeOnShutdown closes every MCP session when the *http.Server serving
+// them begins shutting down: a host's open notification stream would
+// otherwise hold the bridge's shutdown up until its deadline.
+func (m *mcpState) closeOnShutdown(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv != nil {
+			if _, loaded := m.hooked.LoadOrStore(srv, struct{}{}); !loaded {
+				srv.RegisterOnShutdown(func() {
+					for ss := range m.srv.Sessions() {
+						_ = ss.Close()
+					}
+				})
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
