@@ -368,7 +368,9 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("bridge: listen on %s: %w", b.conf.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second, Protocols: serverProtocols()}
+	// ConnContext names each connection, so the loop guard keys calls
+	// without a session_id per connection (toolapi.ConnContext).
+	srv := &http.Server{Handler: b.handler, ReadHeaderTimeout: 5 * time.Second, Protocols: serverProtocols(), ConnContext: toolapi.ConnContext}
 	b.ln = ln
 	done := make(chan struct{})
 	go func() {

@@ -1,14 +1,19 @@
 package toolapi
 
 import (
+	"time"
+
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// Envelope is the result of every tool call (DESIGN.md §3.2). Exactly one
-// of Data (ok) and Error (not ok) is meaningful; Robot is always set and
-// says in words what physical state the robot is in now.
+// Envelope is the result of every tool call (docs/DESIGN.md §3.2). Data
+// is set when ok, Error when not; the one failure that carries data too is
+// get_robot_state's UNAVAILABLE while the bridge still holds a state: data
+// is then the last known state, with its age (state_age_ms) and
+// error.details.last_known true, and text says how old it is. Robot is
+// always set and says in words what physical state the robot is in now.
 type Envelope struct {
 	OK   bool   `json:"ok"`
 	Tool string `json:"tool"`
@@ -29,7 +34,7 @@ type TaskRef struct {
 	Text     string            `json:"text,omitempty"`
 }
 
-// ErrorBody is an agent-facing error (DESIGN.md §3.3).
+// ErrorBody is an agent-facing error (docs/DESIGN.md §3.3).
 type ErrorBody struct {
 	Type         toolerr.Type   `json:"type"`
 	Message      string         `json:"message"`
@@ -55,10 +60,37 @@ func ErrorBodyOf(err error) *ErrorBody {
 	if msg == "" {
 		msg = string(typ)
 	}
+	retryable := toolerr.InfoOf(typ).Retryable
 	return &ErrorBody{
-		Type: typ, Message: msg, Retryable: toolerr.InfoOf(typ).Retryable,
-		RetryAfterMS: te.RetryAfter.Milliseconds(), Suggestion: te.SuggestionText(), Details: te.Details,
+		Type: typ, Message: msg, Retryable: retryable,
+		RetryAfterMS: retryAfterMS(typ, retryable, te.RetryAfter), Suggestion: te.SuggestionText(), Details: te.Details,
 	}
+}
+
+// retryAfterMS is an error's retry_after_ms: 0 for an error that must not
+// be retried; for a retryable one the producer's wait, or the type's
+// default when it set none, so an agent is never told "retry" with "after
+// 0 ms" (a tight loop). A wait under a millisecond counts as one.
+func retryAfterMS(typ toolerr.Type, retryable bool, d time.Duration) int64 {
+	if !retryable {
+		return 0
+	}
+	if d <= 0 {
+		d = defaultRetryAfter(typ)
+	}
+	return max(1, d.Milliseconds())
+}
+
+// defaultRetryAfter is the wait a retryable error of type t carries when
+// its producer set none.
+func defaultRetryAfter(t toolerr.Type) time.Duration {
+	switch t {
+	case toolerr.ApprovalPending:
+		return 5 * time.Second
+	case toolerr.RobotBusy, toolerr.Unavailable:
+		return 2 * time.Second
+	}
+	return time.Second
 }
 
 // TaskData is get_task's data: the whole task as the agent sees it.

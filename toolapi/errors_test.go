@@ -214,7 +214,7 @@ func TestValidation_Messages(t *testing.T) {
 		{"bad enum", "move_base_to", map[string]any{"location": "kitchen"}, "location", "one of dock, home, table"},
 		{"wrong type", "move_base_to", map[string]any{"x": "1", "y": 1}, "x", "wrong type"},
 		{"both forms", "move_base_to", map[string]any{"x": 1, "y": 1, "location": "home"}, "arguments", "mix two ways"},
-		{"location with heading", "move_base_to", map[string]any{"theta_deg": 1, "location": "home"}, "arguments", "do not go together"},
+		{"location with heading", "move_base_to", map[string]any{"theta_deg": 1, "location": "home"}, "arguments", "mix two ways"},
 		{"x without y", "move_base_to", map[string]any{"x": 1}, "y", "missing required field \"y\""},
 		{"neither form", "move_arm_to", map[string]any{}, "arguments", "give joints"},
 		{"joint out of limits", "move_arm_to", map[string]any{"joints": map[string]any{"elbow": 3.0}}, "joints.elbow", "[-2.6, 2.6]"},

@@ -65,7 +65,7 @@ func FuzzDecodeCallBody(f *testing.F) {
 // FuzzDecodeToolCalls feeds the POST /v1/tool_calls decoder and planner
 // arbitrary bytes. It must never panic; every rejection is an
 // INVALID_PARAMS an agent can act on; and of an accepted message, no two
-// calls that may run share an idempotency key (DESIGN.md §4, invariant
+// calls that may run share an idempotency key (docs/DESIGN.md §4, invariant
 // 7), a call with an id that may run has a key, and a call without one
 // has none.
 func FuzzDecodeToolCalls(f *testing.F) {

@@ -45,12 +45,13 @@ func (s *Server) routes() {
 	s.Mount("GET /v1/tasks/{id}", http.HandlerFunc(s.handleGetTask), RoleAgent)
 	s.Mount("POST /v1/tasks/{id}/cancel", http.HandlerFunc(s.handleCancelTask), RoleAgent)
 	s.Mount("/mcp", s.mcpHandler(), RoleAgent)
+	s.Mount("GET /v1/agent/events", http.HandlerFunc(s.handleAgentEvents), RoleAgent)
 	// Anything else under /v1/ still needs a token, so an unauthenticated
 	// caller cannot even learn which routes exist.
 	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.Path))
 	}), RoleAgent)
-	s.h = s.traced(s.recoverer(s.mux))
+	s.h = connKeyed(s.traced(s.recoverer(s.mux)))
 }
 
 // recoverer turns a panic in a handler into an INTERNAL error response,
@@ -79,7 +80,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
 		buf.Reset()
-		buf.WriteString(`{"ok":false,"error":{"type":"INTERNAL","message":"response could not be encoded","retryable":true,"retry_after_ms":0,"suggestion":"try again once"}}` + "\n")
+		buf.WriteString(`{"ok":false,"error":{"type":"INTERNAL","message":"response could not be encoded","retryable":true,"retry_after_ms":1000,"suggestion":"try again once"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
@@ -104,9 +105,31 @@ func permissionDenied(msg string, need Role) *toolerr.Error {
 	return te.With("required_role", string(need))
 }
 
+// handleTools serves GET /v1/tools in the format asked for (see
+// formats.go): native by default, or the tools array of one model API.
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	tools := s.reg.Tools()
-	switch f := r.URL.Query().Get("format"); f {
+	q := r.URL.Query()
+	f := q.Get("format")
+	strict, strictSet := false, q.Has("strict")
+	if strictSet {
+		switch v := q.Get("strict"); v {
+		case "true":
+			strict = true
+		case "false":
+		default:
+			writeHTTPError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams, "strict=%q is not valid; allowed: true or false", v).
+				With("field", "strict").With("received", v).With("allowed", "true, false"))
+			return
+		}
+		if f != "openai" {
+			writeHTTPError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams,
+				"strict applies only to format=openai (OpenAI's structured outputs); remove it or use format=openai&strict=true").
+				With("field", "strict").With("received", q.Get("strict")).With("allowed", "only with format=openai"))
+			return
+		}
+	}
+	switch f {
 	case "", "native":
 		infos := make([]ToolInfo, len(tools))
 		for i, t := range tools {
@@ -116,12 +139,29 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	case "openai":
 		out := make([]OpenAITool, len(tools))
 		for i, t := range tools {
-			out[i] = t.OpenAI()
+			if strict {
+				out[i] = t.OpenAIStrict()
+			} else {
+				out[i] = t.OpenAI()
+			}
 		}
 		writeJSON(w, http.StatusOK, out)
+	case "anthropic":
+		out := make([]AnthropicTool, len(tools))
+		for i, t := range tools {
+			out[i] = t.Anthropic()
+		}
+		writeJSON(w, http.StatusOK, out)
+	case "gemini":
+		decl := make([]GeminiFunction, len(tools))
+		for i, t := range tools {
+			decl[i] = t.Gemini()
+		}
+		writeJSON(w, http.StatusOK, []GeminiTool{{FunctionDeclarations: decl}})
 	default:
-		te := toolerr.New(toolerr.InvalidParams, "unknown format %q", f).
-			With("field", "format").With("received", f).With("allowed", "openai, or none")
+		allowed := strings.Join(Formats, ", ")
+		te := toolerr.New(toolerr.InvalidParams, "unknown format %q; allowed: %s (openai also takes strict=true)", f, allowed).
+			With("field", "format").With("received", f).With("allowed", allowed)
 		writeHTTPError(w, http.StatusBadRequest, te)
 	}
 }

@@ -63,10 +63,39 @@ type Tool struct {
 	// Timeout bounds the call (state tools) or the action (0: computed
 	// per call by the runner from the expected duration).
 	Timeout time.Duration
-	// oneOfHint explains the tool's alternative argument forms when the
-	// schema's oneOf rejects a call.
-	oneOfHint string
+	// forms are the tool's alternative argument forms (x and y, or
+	// location; joints, or pose), checked by Validate after the schema:
+	// the published schema stays a flat object every model API accepts
+	// (no top-level oneOf), so the rule lives here. Empty: any
+	// combination the schema allows.
+	forms []argForm
+	// formsHint says in words which form to use, for INVALID_PARAMS.
+	formsHint string
 	schema    *jsonschema.Schema
+}
+
+// argForm is one way of calling a tool whose arguments come in
+// alternative forms: the fields it needs and the ones it may add. A call
+// must use exactly one form, with all of its required fields and nothing
+// from another.
+type argForm struct {
+	required []string
+	optional []string
+}
+
+// has reports whether field belongs to the form.
+func (f argForm) has(field string) bool {
+	for _, r := range f.required {
+		if r == field {
+			return true
+		}
+	}
+	for _, o := range f.optional {
+		if o == field {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolInfo is a tool as GET /v1/tools lists it.
@@ -88,31 +117,6 @@ func (t *Tool) Info() ToolInfo {
 	}
 }
 
-// OpenAITool is one entry of an OpenAI chat-completions `tools` array.
-type OpenAITool struct {
-	Type     string         `json:"type"`
-	Function OpenAIFunction `json:"function"`
-}
-
-// OpenAIFunction is an OpenAI function tool's definition.
-type OpenAIFunction struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"`
-}
-
-// OpenAI returns the tool as an OpenAI function tool. The "$schema"
-// keyword is dropped: OpenAI's parameters are a bare schema object.
-func (t *Tool) OpenAI() OpenAITool {
-	params := make(map[string]any, len(t.InputSchema))
-	for k, v := range t.InputSchema {
-		if k != "$schema" {
-			params[k] = v
-		}
-	}
-	return OpenAITool{Type: "function", Function: OpenAIFunction{Name: t.Name, Description: t.Description, Parameters: params}}
-}
-
 // Registry is the set of tools of one robot. It is immutable after
 // NewRegistry and safe for concurrent use.
 type Registry struct {
@@ -129,36 +133,153 @@ func (r *Registry) Lookup(name string) (*Tool, bool) {
 	return t, ok
 }
 
-// Closest returns up to n tool names nearest to name by edit distance
-// (ties in registry order), the ones a model most likely meant.
+// Closest returns up to n tool names that resemble name closely enough to
+// be what a model meant, best first (ties in registry order); none when no
+// tool comes close: "fly" is not a misspelt "stop". Similarity is the best
+// of a normalised edit distance, containment ("move_base" in
+// move_base_to) and the overlap of the names' meaningful words, after
+// case, camelCase and separators are normalised ("getRobotState" is
+// get_robot_state); only scores of at least ClosestThreshold count. A
+// name that sounds read-only (get_…, list_…, describe_…, read_…, show_…,
+// …status) is offered only state tools, never one that moves the robot.
 func (r *Registry) Closest(name string, n int) []string {
-	type cand struct {
-		name string
-		d    int
-		i    int
+	q := normalizeToolName(name)
+	if q == "" || n <= 0 {
+		return nil
 	}
-	low := strings.ToLower(strings.TrimSpace(name))
-	cs := make([]cand, 0, len(r.tools))
+	readOnly := soundsReadOnly(q)
+	type cand struct {
+		name  string
+		score float64
+		i     int
+	}
+	var cs []cand
 	for i, t := range r.tools {
-		d := levenshtein.ComputeDistance(low, t.Name)
-		// A name that contains the query (or the other way round) is a
-		// strong hint even when the edit distance is large ("move_base").
-		if low != "" && (strings.Contains(t.Name, low) || strings.Contains(low, t.Name)) {
-			d = min(d, 2)
+		if readOnly && t.Kind != KindState {
+			continue
 		}
-		cs = append(cs, cand{t.Name, d, i})
+		if sc := nameSimilarity(q, t.Name); sc >= ClosestThreshold {
+			cs = append(cs, cand{t.Name, sc, i})
+		}
 	}
 	sort.SliceStable(cs, func(a, b int) bool {
-		if cs[a].d != cs[b].d {
-			return cs[a].d < cs[b].d
+		if cs[a].score != cs[b].score {
+			return cs[a].score > cs[b].score
 		}
 		return cs[a].i < cs[b].i
 	})
-	out := make([]string, 0, n)
+	out := make([]string, 0, min(n, len(cs)))
 	for _, c := range cs[:min(n, len(cs))] {
 		out = append(out, c.name)
 	}
 	return out
+}
+
+// ClosestThreshold is the similarity (0 to 1) a tool name needs to be
+// offered for an unknown one.
+const ClosestThreshold = 0.55
+
+// normalizeToolName lowercases name, splits camelCase and turns runs of
+// separators (space, '-', '.', '/') into one '_'.
+func normalizeToolName(name string) string {
+	var b strings.Builder
+	prevLower := false
+	for _, c := range strings.TrimSpace(name) {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			if prevLower {
+				b.WriteByte('_')
+			}
+			b.WriteRune(c + ('a' - 'A'))
+			prevLower = false
+		case c == ' ' || c == '-' || c == '.' || c == '/' || c == '_':
+			if b.Len() > 0 && !strings.HasSuffix(b.String(), "_") {
+				b.WriteByte('_')
+			}
+			prevLower = false
+		default:
+			b.WriteRune(c)
+			prevLower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+		}
+	}
+	return strings.Trim(b.String(), "_")
+}
+
+// readOnlyWords start names that ask to look, not to act.
+var readOnlyWords = map[string]bool{
+	"get": true, "list": true, "describe": true, "read": true, "show": true, "fetch": true, "query": true,
+	"check": true, "find": true, "search": true, "view": true, "inspect": true, "is": true, "has": true,
+	"where": true, "what": true, "which": true, "status": true, "state": true, "info": true, "lookup": true,
+	"look": true, "see": true, "watch": true, "observe": true, "print": true, "report": true, "current": true,
+}
+
+// soundsReadOnly reports whether a normalised name asks only to look:
+// its first word is a reading verb, or it ends in status/state/info.
+func soundsReadOnly(q string) bool {
+	words := strings.Split(q, "_")
+	if readOnlyWords[words[0]] {
+		return true
+	}
+	switch words[len(words)-1] {
+	case "status", "state", "info", "list":
+		return true
+	}
+	return false
+}
+
+// genericWords carry no meaning of their own in a tool name.
+var genericWords = map[string]bool{
+	"get": true, "set": true, "list": true, "show": true, "read": true, "describe": true, "do": true,
+	"the": true, "a": true, "an": true, "to": true, "of": true, "for": true, "my": true, "robot": true,
+	"tool": true, "current": true, "now": true,
+}
+
+// contentWords returns a name's meaningful words, a trailing plural 's'
+// dropped.
+func contentWords(name string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Split(name, "_") {
+		if w == "" || genericWords[w] {
+			continue
+		}
+		if len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") {
+			w = strings.TrimSuffix(w, "s")
+		}
+		out[w] = true
+	}
+	return out
+}
+
+// nameSimilarity scores how alike a normalised query and a tool name are,
+// from 0 (nothing in common) to 1 (the same).
+func nameSimilarity(q, name string) float64 {
+	if q == name {
+		return 1
+	}
+	longest := max(len(q), len(name))
+	score := 1 - float64(levenshtein.ComputeDistance(q, name))/float64(longest)
+	short, long := q, name
+	if len(short) > len(long) {
+		short, long = long, short
+	}
+	// A name that contains the query (or the other way round) is a strong
+	// hint even when the edit distance is large ("move_base"); a short
+	// fragment ("to", "set") is not.
+	if len(short) >= 4 && strings.Contains(long, short) {
+		score = max(score, 0.8)
+	}
+	qw, nw := contentWords(q), contentWords(name)
+	if len(qw) > 0 && len(nw) > 0 {
+		common := 0
+		for w := range qw {
+			if nw[w] {
+				common++
+			}
+		}
+		union := len(qw) + len(nw) - common
+		score = max(score, float64(common)/float64(union))
+	}
+	return score
 }
 
 // NewRegistry builds the tools a robot with configuration cfg offers.
@@ -352,21 +473,15 @@ func (b builder) moveBaseTo() *Tool {
 		"description": "final heading in degrees, counter-clockwise from +x; omit to keep the heading of travel",
 	}
 	locs := sortedKeys(b.cfg.Locations)
-	var forms []any
-	forms = append(forms, map[string]any{"required": []string{"x", "y"}, "not": map[string]any{"required": []string{"location"}}})
+	forms := []argForm{{required: []string{"x", "y"}, optional: []string{"theta_deg"}}}
 	desc := "Drive the mobile base to a target in the room frame: x and y in metres" + rangeText +
 		" with an optional final heading theta_deg in degrees (-180 to 180, counter-clockwise from +x)"
 	example := `{"x": 1.5, "y": -0.5, "theta_deg": 90}`
 	hint := "give x and y (and optionally theta_deg)"
 	if len(locs) > 0 {
-		props["location"] = map[string]any{"type": "string", "enum": locs, "description": "a named location; see list_named_poses"}
-		forms = append(forms, map[string]any{
-			"required": []string{"location"},
-			"not": map[string]any{"anyOf": []any{
-				map[string]any{"required": []string{"x"}}, map[string]any{"required": []string{"y"}}, map[string]any{"required": []string{"theta_deg"}},
-			}},
-		})
-		desc += ", or a named location (" + strings.Join(locs, ", ") + ")"
+		props["location"] = map[string]any{"type": "string", "enum": locs, "description": "a named location; see list_named_poses. Give it alone, without x, y or theta_deg"}
+		forms = append(forms, argForm{required: []string{"location"}})
+		desc += ", or a named location (" + strings.Join(locs, ", ") + "). Give either x and y (optionally with theta_deg) or location alone, never both"
 		example += fmt.Sprintf(` or {"location": %q}`, locs[0])
 		hint += ", or location alone (one of " + strings.Join(locs, ", ") + "), not both"
 	}
@@ -387,11 +502,9 @@ func (b builder) moveBaseTo() *Tool {
 	}
 	desc += fmt.Sprintf("; targets and paths that are not are refused with SAFETY_VIOLATION naming the obstacle and the closest allowed point. Top speed %g m/s. Examples: %s. ", b.cfg.Base.MaxLinearSpeed, example) +
 		apprText + " Do not call it again while its task runs; to halt at once use stop."
-	s := object(props)
-	s["oneOf"] = forms
 	return &Tool{
-		Name: ToolMoveBaseTo, Kind: KindAction, Description: desc, InputSchema: s,
-		RequiresApproval: needs, Timeout: b.timeout(ToolMoveBaseTo), oneOfHint: hint,
+		Name: ToolMoveBaseTo, Kind: KindAction, Description: desc, InputSchema: object(props),
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveBaseTo), forms: forms, formsHint: hint,
 	}
 }
 
@@ -410,24 +523,23 @@ func (b builder) moveArmTo() *Tool {
 		},
 	}
 	poses := sortedKeys(b.cfg.Poses)
-	forms := []any{map[string]any{"required": []string{"joints"}, "not": map[string]any{"required": []string{"pose"}}}}
+	forms := []argForm{{required: []string{"joints"}}}
 	desc := "Move the arm to joint positions in radians given by joint name: " + strings.Join(jt, ", ") +
 		"; joints you leave out keep their current position"
 	example := fmt.Sprintf(`{"joints": {%q: 0.5}}`, b.cfg.Arm.Joints[0].Name)
 	hint := "give joints (an object of joint name to radians)"
 	if len(poses) > 0 {
-		props["pose"] = map[string]any{"type": "string", "enum": poses, "description": "a named arm pose; see list_named_poses"}
-		forms = append(forms, map[string]any{"required": []string{"pose"}, "not": map[string]any{"required": []string{"joints"}}})
-		desc = "Move the arm to a named pose (" + strings.Join(poses, ", ") + ") or to " + strings.TrimPrefix(desc, "Move the arm to ")
+		props["pose"] = map[string]any{"type": "string", "enum": poses, "description": "a named arm pose; see list_named_poses. Give it alone, without joints"}
+		forms = append(forms, argForm{required: []string{"pose"}})
+		desc = "Move the arm to a named pose (" + strings.Join(poses, ", ") + ") or to " + strings.TrimPrefix(desc, "Move the arm to ") +
+			". Give either pose or joints, never both"
 		example = fmt.Sprintf(`{"pose": %q} or `, poses[0]) + example
 		hint += ", or pose alone (one of " + strings.Join(poses, ", ") + "), not both"
 	}
 	desc += ". Limits outside these ranges are refused. The base does not move. Examples: " + example + ". " + apprText
-	s := object(props)
-	s["oneOf"] = forms
 	return &Tool{
-		Name: ToolMoveArmTo, Kind: KindAction, Description: desc, InputSchema: s,
-		RequiresApproval: needs, Timeout: b.timeout(ToolMoveArmTo), oneOfHint: hint,
+		Name: ToolMoveArmTo, Kind: KindAction, Description: desc, InputSchema: object(props),
+		RequiresApproval: needs, Timeout: b.timeout(ToolMoveArmTo), forms: forms, formsHint: hint,
 	}
 }
 

@@ -105,19 +105,47 @@ func TestGetRobotState_StaleStateSaysLastSeen(t *testing.T) {
 	require.False(t, data.Stale)
 }
 
-func TestGetRobotState_LinkDownSaysLastSeen(t *testing.T) {
-	// Given a link that is down, the last state 4 s old
+func TestGetRobotState_LinkDownGivesTheLastKnownStateAndItsAge(t *testing.T) {
+	// Given a link that is down, the last state (at rest) 4 s old
 	h := newHarness(t)
 	h.robot.up.Store(false)
 	h.robot.receivedAgo(4 * time.Second)
 	// When the agent reads the state
 	env := h.call("get_robot_state", nil)
-	// Then it is UNAVAILABLE, and says where the robot was last seen
+	// Then it is UNAVAILABLE with a wait, and the last known state with its
+	// age is in data, message and text, said as what the robot was
 	require.False(t, env.OK)
 	require.Equal(t, toolerr.Unavailable, env.Error.Type)
-	require.Equal(t, "the robot link is down; the robot was last seen at (1.20, 0.40) facing 90° 4.0 s ago", env.Error.Message)
-	require.Equal(t, "down", env.Error.Details["link"])
+	require.Positive(t, env.Error.RetryAfterMS)
+	require.Equal(t, "the robot link is down; last known 4.0 s ago: stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%; it may have moved since", env.Error.Message)
+	require.Equal(t, true, env.Error.Details["last_known"])
+	require.Contains(t, env.Text, "last known 4.0 s ago: stopped at (1.20, 0.40) facing 90°")
+	require.Contains(t, env.Text, "It may have moved since")
+	var data struct {
+		Base       robot.Pose2D    `json:"base"`
+		LinkUp     bool            `json:"link_up"`
+		Condition  robot.Condition `json:"condition"`
+		Stale      bool            `json:"stale"`
+		StateAgeMS int64           `json:"state_age_ms"`
+	}
+	require.NoError(t, json.Unmarshal(env.Data, &data), string(env.Data))
+	require.InDelta(t, 1.2, data.Base.X, 1e-9)
+	require.InDelta(t, 0.4, data.Base.Y, 1e-9)
+	require.False(t, data.LinkUp)
+	require.Equal(t, robot.ConditionLinkDown, data.Condition)
+	require.True(t, data.Stale)
+	require.EqualValues(t, 4000, data.StateAgeMS)
+	require.NotContains(t, string(env.Data), "0001-01-01", "a robot that sends no stamp has none in data")
 	require.Equal(t, "robot link down; last seen at (1.20, 0.40) facing 90° 4.0 s ago (no state since), gripper open, battery 87%, no task running", env.Robot)
+
+	// Given no state was ever received
+	h2 := newHarness(t, func(c *Conf) { c.Robot = noRobot{} })
+	// When the agent reads the state
+	env = h2.call("get_robot_state", nil)
+	// Then it is UNAVAILABLE with a wait and no data: there is nothing to give
+	require.Equal(t, toolerr.Unavailable, env.Error.Type)
+	require.Positive(t, env.Error.RetryAfterMS)
+	require.Empty(t, env.Data)
 }
 
 func TestStop_EnvelopeSaysStoppedOnlyFromAStateAfterTheStop(t *testing.T) {

@@ -176,6 +176,9 @@ type outcome struct {
 	// stopSentAt is set by the stop tool: the envelope says "stopped"
 	// only from a state received after it.
 	stopSentAt time.Time
+	// dataWithError keeps data in a failed envelope: the last known
+	// state of an UNAVAILABLE get_robot_state.
+	dataWithError bool
 }
 
 func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
@@ -200,7 +203,10 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		req.TraceID = TraceIDFromContext(ctx)
 	}
 	ctx, attempts := withAttemptCounter(ctx)
+	// The rate limit and budget are per credential and session_id; the
+	// loop guard, without a session_id, per connection (see conn.go).
 	sessKey := p.Name + "\x00" + req.SessionID
+	loopBucket := loopKey(ctx, p.Name, req.SessionID)
 	args := req.Arguments
 	if args == nil {
 		args = map[string]any{}
@@ -215,6 +221,12 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		return hash
 	}
 	tool, known := s.reg.Lookup(req.Tool)
+	if known && argErr == nil {
+		// A null for an optional argument means it is absent (OpenAI's
+		// strict mode sends every argument), for validation, the
+		// idempotency hash and the runner alike.
+		args = tool.WithoutOptionalNulls(args)
+	}
 
 	var out outcome
 	kind := "unknown"
@@ -247,7 +259,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		// The loop guard sees every executed call's outcome; a
 		// RATE_LIMITED call was not executed and does not count.
 		if !known || tool.Name != ToolStop {
-			if le := s.guard.outcome(sessKey, req.Tool, argsHash, out.err, s.conf.Clock.Now()); le != nil {
+			if le := s.guard.outcome(loopBucket, req.Tool, argsHash, out.err, s.conf.Clock.Now()); le != nil {
 				out.err = le
 			}
 		}
@@ -255,7 +267,9 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	env := Envelope{OK: out.err == nil, Tool: req.Tool, Data: out.data, Text: out.text, Task: out.task}
 	if out.err != nil {
 		env.Error = ErrorBodyOf(out.err)
-		env.Data = nil
+		if !out.dataWithError {
+			env.Data = nil
+		}
 	}
 	env.Robot = s.robotText(ctx, out)
 
@@ -308,9 +322,19 @@ func (s *Server) unknownTool(name string) *toolerr.Error {
 	if len(shown) > 64 {
 		shown = shown[:64] + "…"
 	}
+	all := make([]string, 0, len(s.reg.tools))
+	for _, t := range s.reg.tools {
+		all = append(all, t.Name)
+	}
+	if len(closest) == 0 {
+		te := toolerr.New(toolerr.UnknownTool, "there is no tool named %q, and no tool has a similar name; the tools are %s",
+			shown, strings.Join(all, ", "))
+		te.Suggestion = "pick the tool in details.available that does what you need (read its description first); if none does, tell the user this robot cannot do it"
+		return te.With("closest", []string{}).With("available", all).With("received", shown)
+	}
 	te := toolerr.New(toolerr.UnknownTool, "there is no tool named %q; did you mean %s?", shown, strings.Join(closest, ", "))
-	te.Suggestion = fmt.Sprintf("call %s instead (the closest names are in details.closest), or list the tools first", closest[0])
-	return te.With("closest", closest).With("received", shown)
+	te.Suggestion = fmt.Sprintf("call %s instead if it does what you meant (the closest names are in details.closest; every tool is in details.available)", closest[0])
+	return te.With("closest", closest).With("available", all).With("received", shown)
 }
 
 // observe reads the robot's newest state with what decides whether it
@@ -398,22 +422,24 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 			return obs, nil
 		})
 		if err != nil {
-			return fail(err)
+			te := toolerr.As(err)
+			if te.Type == toolerr.Unavailable {
+				// The link (or the breaker) says no, but the bridge still
+				// holds the last state it received: give it, with its age,
+				// never as the robot's now.
+				if obs, oerr := s.observe(ctx); oerr == nil {
+					return lastKnown(te, obs)
+				}
+			}
+			return fail(te)
 		}
 		obs := v.(robot.Observation)
-		st := obs.State
 		cond := obs.Condition()
 		text := "The robot is " + obs.Summary() + "."
 		if !cond.Current() {
 			text = "The robot was " + obs.Summary() + "; it may have moved since."
 		}
-		return outcome{
-			data: stateData{
-				State: st, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: obs.LinkUp,
-				Condition: cond, Stale: !cond.Current(), StateAgeMS: obs.Age().Milliseconds(),
-			},
-			text: text, obs: &obs,
-		}
+		return outcome{data: newStateData(obs), text: text, obs: &obs}
 	case ToolDescribeScene:
 		q := SceneQuery{}
 		q.Label, _ = args["label"].(string)
@@ -458,16 +484,51 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 
 type stateData struct {
 	robot.State
-	ThetaDeg float64 `json:"theta_deg"`
-	LinkUp   bool    `json:"link_up"`
+	// Stamp is the robot's own clock at the state, absent when the robot
+	// sends none (it shadows robot.State's, which has no omitzero).
+	Stamp    time.Time `json:"stamp,omitzero"`
+	ThetaDeg float64   `json:"theta_deg"`
+	LinkUp   bool      `json:"link_up"`
 	// Condition is what the state says about the robot now: moving or
 	// stopped for a current state, stale when none arrived within the
-	// state timeout.
+	// state timeout, link_down while the link is down.
 	Condition robot.Condition `json:"condition"`
 	// Stale is true when the state is not the robot's now.
 	Stale bool `json:"stale"`
-	// StateAgeMS is how long ago the bridge received the state.
+	// StateAgeMS is how long ago the bridge received the state, in
+	// milliseconds.
 	StateAgeMS int64 `json:"state_age_ms"`
+}
+
+func newStateData(obs robot.Observation) stateData {
+	st, cond := obs.State, obs.Condition()
+	return stateData{
+		State: st, Stamp: st.Stamp, ThetaDeg: math.Round(robot.Degrees(st.Base.Theta)*10) / 10, LinkUp: obs.LinkUp,
+		Condition: cond, Stale: !cond.Current(), StateAgeMS: obs.Age().Milliseconds(),
+	}
+}
+
+// lastKnown is get_robot_state's UNAVAILABLE while the bridge still holds
+// a state: the error, with the last known state and its age in data and
+// in words ("last known 12.4 s ago: stopped at (1.33, 0.99) facing 90°,
+// …"), said as what the robot was, never what it is.
+func lastKnown(te *toolerr.Error, obs robot.Observation) outcome {
+	then := obs
+	then.Now, then.LinkUp, then.StopSentAt = obs.ReceivedAt, true, time.Time{}
+	age := robot.FormatAge(obs.Age())
+	why := "the robot link is down"
+	if obs.LinkUp {
+		why = "the robot state cannot be read right now (" + te.Message + ")"
+	}
+	was := fmt.Sprintf("last known %s ago: %s", age, then.Summary())
+	te.Message = why + "; " + was + "; it may have moved since"
+	if te.RetryAfter <= 0 {
+		te.RetryAfter = defaultRetryAfter(toolerr.Unavailable)
+	}
+	te.With("link_up", obs.LinkUp).With("last_known", true).With("state_age_ms", obs.Age().Milliseconds())
+	text := fmt.Sprintf("The robot cannot be reached now: %s; %s. It may have moved since; wait %d ms before reading it again, "+
+		"and send no motion until it answers.", why, was, retryAfterMS(toolerr.Unavailable, true, te.RetryAfter))
+	return outcome{err: te, data: newStateData(obs), text: text, obs: &obs, dataWithError: true}
 }
 
 func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) outcome {

@@ -116,13 +116,13 @@ type plannedCall struct {
 
 // neverRefused are the tools a tool call id problem never keeps from
 // running: they stop motion and never start one, and a stop wins at
-// every moment (DESIGN.md §4, invariant 10).
+// every moment (docs/DESIGN.md §4, invariant 10).
 func neverRefused(tool string) bool { return tool == ToolStop || tool == ToolCancelTask }
 
 // planToolCalls derives each call's idempotency key from its id and
 // refuses, with INVALID_PARAMS, a call whose id is too long or was already
 // used by an earlier call of the same message: the message is ambiguous,
-// and running both could move the robot twice under one id (DESIGN.md §4,
+// and running both could move the robot twice under one id (docs/DESIGN.md §4,
 // invariant 7). The first call with an id runs; stop and cancel_task
 // always run. A call without an id gets no key and is never deduplicated.
 func planToolCalls(msg assistantMessage) []plannedCall {

@@ -13,17 +13,21 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// Validate checks args against the tool's JSON Schema. A failure is an
-// INVALID_PARAMS error that names one field, the value received and what is
-// allowed (details: field, received, allowed), chosen so that fixing it is
-// the model's most useful next step.
+// Validate checks args against the tool's JSON Schema, then against its
+// alternative argument forms (x and y, or location; pose, or joints),
+// which the published schema leaves out so that it stays a flat object
+// every model API accepts. A failure is an INVALID_PARAMS error that names
+// one field, the value received and what is allowed (details: field,
+// received, allowed), chosen so that fixing it is the model's most useful
+// next step. Validate does not drop nulls: the call path hands it
+// WithoutOptionalNulls(args).
 func (t *Tool) Validate(args map[string]any) *toolerr.Error {
 	if args == nil {
 		args = map[string]any{}
 	}
 	err := t.schema.Validate(args)
 	if err == nil {
-		return nil
+		return t.checkForms(args)
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
@@ -34,14 +38,77 @@ func (t *Tool) Validate(args map[string]any) *toolerr.Error {
 	return t.describe(best, args)
 }
 
+// WithoutOptionalNulls returns args without the null values of optional
+// arguments, at every level the schema describes (joints.elbow as well
+// as theta_deg): OpenAI's strict mode makes a model send every argument,
+// with null for the ones it leaves out, so a null of an optional argument
+// means exactly "absent". A null for a required argument stays, and is
+// refused by Validate as the wrong type. args itself is not changed.
+func (t *Tool) WithoutOptionalNulls(args map[string]any) map[string]any {
+	out, _ := dropNulls(t.InputSchema, args)
+	return out
+}
+
+// dropNulls is WithoutOptionalNulls at one level; changed is false when
+// args came back as they were (then args itself is returned).
+func dropNulls(schema map[string]any, args map[string]any) (map[string]any, bool) {
+	props, _ := schema["properties"].(map[string]any)
+	if len(args) == 0 || len(props) == 0 {
+		return args, false
+	}
+	required := map[string]bool{}
+	switch req := schema["required"].(type) {
+	case []string:
+		for _, r := range req {
+			required[r] = true
+		}
+	case []any:
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	var out map[string]any
+	for k, v := range args {
+		ps, known := props[k].(map[string]any)
+		if !known {
+			continue // an unknown field is Validate's to refuse
+		}
+		var repl any
+		drop := false
+		switch v := v.(type) {
+		case nil:
+			drop = !required[k]
+		case map[string]any:
+			if m, changed := dropNulls(ps, v); changed {
+				repl = m
+			}
+		}
+		if !drop && repl == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(args))
+			for k2, v2 := range args {
+				out[k2] = v2
+			}
+		}
+		if drop {
+			delete(out, k)
+		} else {
+			out[k] = repl
+		}
+	}
+	if out == nil {
+		return args, false
+	}
+	return out, true
+}
+
 func leafErrors(e *jsonschema.ValidationError, out []*jsonschema.ValidationError) []*jsonschema.ValidationError {
 	if len(e.Causes) == 0 {
 		return append(out, e)
-	}
-	// A oneOf with no match is worth reporting on its own when no branch
-	// has a more specific complaint; keep the node itself as a candidate.
-	if _, ok := e.ErrorKind.(*kind.OneOf); ok {
-		out = append(out, e)
 	}
 	for _, c := range e.Causes {
 		out = leafErrors(c, out)
@@ -50,9 +117,7 @@ func leafErrors(e *jsonschema.ValidationError, out []*jsonschema.ValidationError
 }
 
 // rank orders leaf errors: a wrong value of a named field first (the model
-// can fix exactly that), then unknown fields, then missing fields, then
-// the alternative-forms hint; errors inside a "not" or a oneOf branch that
-// only restate the alternatives come last.
+// can fix exactly that), then unknown fields, then missing or empty fields.
 func rank(e *jsonschema.ValidationError) int {
 	switch e.ErrorKind.(type) {
 	case *kind.Type, *kind.Enum, *kind.Const, *kind.Minimum, *kind.Maximum, *kind.ExclusiveMinimum,
@@ -60,21 +125,10 @@ func rank(e *jsonschema.ValidationError) int {
 		return 0
 	case *kind.AdditionalProperties:
 		return 1
-	case *kind.MinProperties:
+	case *kind.MinProperties, *kind.Required:
 		return 2
-	case *kind.Required:
-		if inBranch(e) {
-			return 4
-		}
-		return 2
-	case *kind.OneOf:
-		return 3
 	}
 	return 5
-}
-
-func inBranch(e *jsonschema.ValidationError) bool {
-	return strings.Contains(e.SchemaURL, "/oneOf/") || strings.Contains(e.SchemaURL, "/not")
 }
 
 func pickLeaf(leaves []*jsonschema.ValidationError) *jsonschema.ValidationError {
@@ -112,8 +166,6 @@ func (t *Tool) describe(e *jsonschema.ValidationError, args map[string]any) *too
 		}
 		return mk(f, nil, t.allowedText(append(append([]string(nil), loc...), k.Missing[0])),
 			"missing required field %q (%s)", f, t.allowedText(append(append([]string(nil), loc...), k.Missing[0])))
-	case *kind.OneOf:
-		return t.describeForms(args, mk)
 	case *kind.MinProperties:
 		return mk(field, received, allowed, "%s must not be empty; allowed: %s", field, allowed)
 	case *kind.Type:
@@ -240,42 +292,40 @@ func (t *Tool) allowedText(loc []string) string {
 	return b.String()
 }
 
-// describeForms explains a call that matches none (or more than one) of
-// the tool's alternative argument forms (x/y or location; pose or joints):
-// the missing field of the form the model evidently meant, or that it
-// mixed two forms.
-func (t *Tool) describeForms(args map[string]any, mk func(string, any, string, string, ...any) *toolerr.Error) *toolerr.Error {
-	present := sortedKeys(args)
-	hint := t.oneOfHint
-	if hint == "" {
-		hint = "see the tool's input schema"
+// checkForms refuses a call that uses none, or more than one, of the
+// tool's alternative argument forms, saying which form to use and naming
+// the fields: the missing field of the form the model evidently meant, or
+// that it mixed two forms.
+func (t *Tool) checkForms(args map[string]any) *toolerr.Error {
+	if len(t.forms) == 0 {
+		return nil
 	}
-	forms, _ := t.InputSchema["oneOf"].([]any)
-	var meant [][]string // missing fields of each form the args touch
-	for _, f := range forms {
-		fm, _ := f.(map[string]any)
-		req, _ := fm["required"].([]string)
-		touched := false
-		var missing []string
-		for _, r := range req {
-			if _, ok := args[r]; ok {
-				touched = true
-			} else {
-				missing = append(missing, r)
+	present := sortedKeys(args)
+	hint := t.formsHint
+	mk := func(field string, received any, allowed, format string, a ...any) *toolerr.Error {
+		te := toolerr.New(toolerr.InvalidParams, "%s: %s", t.Name, fmt.Sprintf(format, a...))
+		te.Suggestion = "call " + t.Name + " again with one form of arguments: " + hint
+		return te.With("field", field).With("received", received).With("allowed", allowed)
+	}
+	var touched []argForm // the forms the given fields belong to
+	for _, f := range t.forms {
+		for _, p := range present {
+			if f.has(p) {
+				touched = append(touched, f)
+				break
 			}
 		}
-		if touched {
-			meant = append(meant, missing)
+	}
+	switch len(touched) {
+	case 0:
+		return mk("arguments", present, hint, "no arguments given; %s", hint)
+	case 1:
+		for _, r := range touched[0].required {
+			if _, ok := args[r]; !ok {
+				return mk(r, nil, t.allowedText([]string{r}), "missing required field %q (%s); %s", r, t.allowedText([]string{r}), hint)
+			}
 		}
+		return nil
 	}
-	switch {
-	case len(meant) > 1:
-		return mk("arguments", present, hint, "the fields given (%s) mix two ways of calling it: %s", strings.Join(present, ", "), hint)
-	case len(meant) == 1 && len(meant[0]) > 0:
-		f := meant[0][0]
-		return mk(f, nil, t.allowedText([]string{f}), "missing required field %q (%s); %s", f, t.allowedText([]string{f}), hint)
-	case len(meant) == 1:
-		return mk("arguments", present, hint, "the fields given (%s) do not go together: %s", strings.Join(present, ", "), hint)
-	}
-	return mk("arguments", present, hint, "the fields given (%s) do not form a valid call: %s", strings.Join(present, ", "), hint)
+	return mk("arguments", present, hint, "the fields given (%s) mix two ways of calling it: %s", strings.Join(present, ", "), hint)
 }
