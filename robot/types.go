@@ -152,7 +152,7 @@ const (
 
 // writePose writes "(x, y) facing θ°".
 func (s State) writePose(b *strings.Builder) {
-	fmt.Fprintf(b, "(%.2f, %.2f) facing %.0f°", s.Base.X, s.Base.Y, Degrees(s.Base.Theta))
+	b.WriteString(FormatPose(s.Base))
 }
 
 // writeDetails writes the gripper, battery, e-stop and faults, each after
