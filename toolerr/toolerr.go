@@ -10,6 +10,7 @@ package toolerr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -43,7 +44,9 @@ type Info struct {
 	// Retryable says whether the same call may succeed if repeated later
 	// unchanged.
 	Retryable bool
-	// Suggestion is the default next step for the model.
+	// Suggestion is the default next step for the model, as a clause
+	// (lower case, no full stop) that a longer text can embed; an
+	// envelope shows it as a sentence through Error.SuggestionText.
 	Suggestion string
 }
 
@@ -166,12 +169,48 @@ func (e *Error) RetryAfterHint() time.Duration {
 	return DefaultRetryAfter(e.Type)
 }
 
-// SuggestionText returns the suggestion, falling back to the type's default.
+// SuggestionText returns the suggestion, falling back to the type's
+// default, as a sentence (see Sentence): what an envelope shows.
 func (e *Error) SuggestionText() string {
 	if e.Suggestion != "" {
-		return e.Suggestion
+		return Sentence(e.Suggestion)
 	}
-	return InfoOf(e.Type).Suggestion
+	return Sentence(InfoOf(e.Type).Suggestion)
+}
+
+// MessageText returns the message as a sentence (see Sentence): what an
+// envelope shows. Message itself may be a clause another message embeds.
+func (e *Error) MessageText() string { return Sentence(e.Message) }
+
+// Sentence makes s read as one or more full sentences for a model: it
+// trims surrounding space and ends s with a full stop unless it already
+// ends with one (or a question or exclamation mark, also inside a closing
+// quote or bracket). It leaves the first letter as it is: a text may
+// start with a tool name. An empty s stays empty.
+func Sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	end := strings.TrimRight(s, `)"']`)
+	if end != "" && strings.ContainsRune(".?!", rune(end[len(end)-1])) {
+		return s
+	}
+	for strings.HasSuffix(s, ";") || strings.HasSuffix(s, ",") || strings.HasSuffix(s, ":") {
+		s = strings.TrimSpace(s[:len(s)-1])
+	}
+	return s + "."
+}
+
+// Clause is the inverse of Sentence for embedding: s without surrounding
+// space and without a final full stop, so that "…: " + Clause(msg) + "; …"
+// reads as one sentence.
+func Clause(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "...") {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // With sets a detail and returns e for chaining.

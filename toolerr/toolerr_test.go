@@ -3,6 +3,7 @@ package toolerr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,8 +38,8 @@ func TestErrorWrapsAndHidesCauses(t *testing.T) {
 	require.NotContains(t, in.Message, "10.0.0.7")
 	require.Nil(t, As(nil))
 	require.Equal(t, Type(""), TypeOf(nil))
-	require.Equal(t, InfoOf(Conflict).Suggestion, New(Conflict, "x").SuggestionText())
-	require.Equal(t, "do this", (&Error{Type: Conflict, Suggestion: "do this"}).SuggestionText())
+	require.Equal(t, InfoOf(Conflict).Suggestion+".", New(Conflict, "x").SuggestionText())
+	require.Equal(t, "do this.", (&Error{Type: Conflict, Suggestion: "do this"}).SuggestionText())
 }
 
 func TestDefaultRetryAfter_NonZeroExactlyForRetryableTypes(t *testing.T) {
@@ -75,4 +76,33 @@ func TestRetryAfterHint_OwnWaitWinsDefaultFillsInNonRetryableIsZero(t *testing.T
 			require.Equal(t, tc.want, tc.err.RetryAfterHint())
 		})
 	}
+}
+
+func TestSentence_EndsWithOneFullStop(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"the robot link is down", "the robot link is down."},
+		{"the robot link is down.", "the robot link is down."},
+		{"  nothing moved; ", "nothing moved."},
+		{`the operator said "not now"`, `the operator said "not now".`},
+		{`the operator said "not now."`, `the operator said "not now."`},
+		{"is it clear?", "is it clear?"},
+		{"stop (pressed by alice)", "stop (pressed by alice)."},
+		{"wait...", "wait..."},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		// Given a message or a suggestion, When it is made a sentence,
+		// Then it ends with exactly one full stop
+		require.Equal(t, tc.want, Sentence(tc.in), "Sentence(%q)", tc.in)
+		require.Equal(t, Sentence(tc.want), Sentence(Sentence(tc.in)), "Sentence is idempotent")
+	}
+	require.Equal(t, "nothing moved", Clause("nothing moved."))
+	require.Equal(t, "nothing moved", Clause("nothing moved"))
+	require.Equal(t, "every default suggestion is a sentence.", (&Error{Type: Internal, Suggestion: "every default suggestion is a sentence"}).SuggestionText())
+	for _, ty := range Types() {
+		s := New(ty, "m").SuggestionText()
+		require.True(t, strings.HasSuffix(s, "."), "suggestion of %s: %q", ty, s)
+		require.False(t, strings.HasSuffix(InfoOf(ty).Suggestion, "."), "Info.Suggestion of %s stays a clause", ty)
+	}
+	require.Equal(t, "the robot link is down.", New(Unavailable, "the robot link is down").MessageText())
 }
