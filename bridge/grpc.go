@@ -1,29 +1,134 @@
 package bridge
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
 	"github.com/robot-bridge/robot-bridge/grpcapi"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 )
 
-// mountGRPC serves robotbridge.v1.ToolService (gRPC, gRPC-Web and Connect)
-// on the API's own listener, beside the HTTP JSON API and MCP, so there is
-// one port, one set of tokens and one call path for all three. It is
-// mounted through the tool API's mux for its trace ids and request logs,
-// but as a public route: the service authenticates each RPC itself, so a
-// missing token is UNAUTHENTICATED in the caller's protocol rather than an
-// HTTP 401 that a gRPC client can only guess at.
+// mountGRPC serves the gRPC side of the bridge on the API's own listener,
+// beside the HTTP JSON API and MCP, so there is one port and one set of
+// tokens for all of them:
+//
+//   - robotbridge.v1.ToolService (gRPC, gRPC-Web and Connect) for agents,
+//     on the tool API's one call path;
+//   - robotbridge.v1.OperatorService for the operator credential only,
+//     running the code of the HTTP operator routes;
+//   - grpc.health.v1.Health, whose answer is the bridge's readiness;
+//   - gRPC server reflection (v1 and v1alpha), so grpcurl and buf curl
+//     work without the .proto files.
+//
+// Everything is mounted through the tool API's mux for its trace ids and
+// request logs, but as public routes: the two robot-bridge services
+// authenticate each RPC themselves, so a missing token is UNAUTHENTICATED
+// in the caller's protocol rather than an HTTP 401 a gRPC client can only
+// guess at; health and reflection need no token, like GET /healthz.
 func (b *Bridge) mountGRPC() {
-	svc, err := grpcapi.New(grpcapi.Conf{Tools: b.api, Auth: b.tokens, Logger: b.conf.Logger})
+	tools, err := grpcapi.New(grpcapi.Conf{
+		Tools: b.api, Auth: b.tokens, Tasks: b.dur.tasks(b.runner), Events: b.bus, Logger: b.conf.Logger,
+	})
 	if err != nil {
-		// Tools and Auth are always set here: a failure is a wiring bug,
+		// Every required field is set here: a failure is a wiring bug,
 		// like a conflicting mux pattern.
-		panic(fmt.Sprintf("bridge: gRPC service: %v", err))
+		panic(fmt.Sprintf("bridge: gRPC tool service: %v", err))
 	}
-	path, h := svc.Handler()
-	b.api.Mount(path, h, toolapi.RolePublic)
+	operator, err := grpcapi.NewOperator(grpcapi.OperatorConf{
+		Approvals: b.approvals, Latches: grpcLatches{b}, Events: b.bus,
+		Snapshot: b.consoleSnapshot, Transform: consoleEventData,
+		Auth: b.tokens, Logger: b.conf.Logger, Now: b.clock.Now,
+	})
+	if err != nil {
+		panic(fmt.Sprintf("bridge: gRPC operator service: %v", err))
+	}
+	health, err := grpcapi.NewHealth(grpcapi.HealthConf{Checks: map[string]func(context.Context) error{
+		// The server as a whole and the agent's tools are ready when
+		// GET /readyz is: the robot link up with state, the store
+		// writable.
+		"":                                   b.readyDurable,
+		robotbridgev1connect.ToolServiceName: b.readyDurable,
+		// The operator's methods need no robot link (an e-stop latches
+		// while the link is down), only a store that records decisions.
+		robotbridgev1connect.OperatorServiceName: b.operatorReady,
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("bridge: gRPC health: %v", err))
+	}
+	reflector := grpcreflect.NewStaticReflector(
+		robotbridgev1connect.ToolServiceName,
+		robotbridgev1connect.OperatorServiceName,
+		grpchealth.HealthV1ServiceName,
+		grpcreflect.ReflectV1ServiceName,
+	)
+	for _, mount := range []func() (string, http.Handler){
+		tools.Handler, operator.Handler, health.Handler,
+		func() (string, http.Handler) {
+			path, h := grpcreflect.NewHandlerV1(reflector)
+			return path, grpcapi.EndOnShutdown(h)
+		},
+		func() (string, http.Handler) {
+			path, h := grpcreflect.NewHandlerV1Alpha(reflector)
+			return path, grpcapi.EndOnShutdown(h)
+		},
+	} {
+		path, h := mount()
+		b.api.Mount(path, h, toolapi.RolePublic)
+	}
+}
+
+// operatorReady is the OperatorService's health: its decisions are
+// recorded before they take effect, so it serves while the store takes
+// writes.
+func (b *Bridge) operatorReady(ctx context.Context) error {
+	if err := b.dur.st.Healthy(ctx); err != nil {
+		return errors.New("store not writable")
+	}
+	return nil
+}
+
+// grpcLatches is the OperatorService's e-stop and fault latch: the same
+// code as POST /v1/estop, /v1/estop/reset and /v1/faults/clear.
+type grpcLatches struct{ b *Bridge }
+
+var _ grpcapi.Latches = grpcLatches{}
+
+// EStop implements grpcapi.Latches.
+func (l grpcLatches) EStop(ctx context.Context, by, reason string) grpcapi.LatchResult {
+	return l.result(l.b.pressEStop(ctx, by, reason))
+}
+
+// ResetEStop implements grpcapi.Latches.
+func (l grpcLatches) ResetEStop(ctx context.Context, by string) (grpcapi.LatchResult, error) {
+	c, err := l.b.resetEStop(ctx, by)
+	if err != nil {
+		return grpcapi.LatchResult{}, err
+	}
+	return l.result(c), nil
+}
+
+// ClearFault implements grpcapi.Latches.
+func (l grpcLatches) ClearFault(ctx context.Context, by string) (grpcapi.LatchResult, error) {
+	c, err := l.b.clearFault(ctx, by)
+	if err != nil {
+		return grpcapi.LatchResult{}, err
+	}
+	return l.result(c), nil
+}
+
+func (grpcLatches) result(c latchChange) grpcapi.LatchResult {
+	r := grpcapi.LatchResult{Status: c.st, Text: c.text, StopWarning: c.stopWarning}
+	if c.notRecorded != nil {
+		// Only a real error: a nil *toolerr.Error would be a non-nil error.
+		r.NotRecorded = c.notRecorded
+	}
+	return r
 }
 
 // serverProtocols are the protocols the API's http.Server speaks: HTTP/1.1

@@ -126,7 +126,7 @@ func TestE2E_GRPC(t *testing.T) {
 				env := resp.Msg.GetEnvelope()
 				require.False(t, env.GetOk())
 				e := env.GetError()
-				require.Equal(t, robotbridgev1.ErrorType_ERROR_TYPE_INVALID_PARAMS, e.GetType())
+				require.Equal(t, robotbridgev1.ErrorType_INVALID_PARAMS, e.GetType())
 				require.False(t, e.GetRetryable())
 				require.Contains(t, e.GetMessage(), "x")
 				require.NotEmpty(t, e.GetSuggestion())
@@ -179,7 +179,7 @@ func TestE2E_GRPC(t *testing.T) {
 			t.Run("GetTask of an unknown task is NOT_FOUND in the envelope", func(t *testing.T) {
 				resp, err := c.GetTask(ctx, rpc(&robotbridgev1.GetTaskRequest{TaskId: "task-nope"}, h.agent))
 				require.NoError(t, err)
-				require.Equal(t, robotbridgev1.ErrorType_ERROR_TYPE_NOT_FOUND, resp.Msg.GetEnvelope().GetError().GetType())
+				require.Equal(t, robotbridgev1.ErrorType_NOT_FOUND, resp.Msg.GetEnvelope().GetError().GetType())
 			})
 		})
 	}

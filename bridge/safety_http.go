@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,10 +50,7 @@ func writeError(w http.ResponseWriter, code int, e *toolerr.Error) {
 // writeNotRecorded answers an operator's latch change that is in force in
 // the supervisor but not on the disk: never "ok", and the status as it
 // now is, so the caller knows what holds and what a restart would forget.
-func writeNotRecorded(w http.ResponseWriter, what string, err error, extra map[string]any) {
-	te := toolerr.New(toolerr.Unavailable, "%s, but it is not recorded: %v", what, err).Wrap(err)
-	te.Suggestion = "the change holds while this bridge runs, but a restart would not know it: do not restart the bridge; " +
-		"fix the data dir's disk (GET /readyz says when the store takes writes again) and repeat the request to confirm it is recorded"
+func writeNotRecorded(w http.ResponseWriter, te *toolerr.Error, extra map[string]any) {
 	body := map[string]any{"error": map[string]any{
 		"type": te.Type, "message": te.Message, "retryable": te.Retryable(), "suggestion": te.SuggestionText(),
 	}}
@@ -62,10 +60,65 @@ func writeNotRecorded(w http.ResponseWriter, what string, err error, extra map[s
 	writeJSON(w, http.StatusServiceUnavailable, body)
 }
 
+// latchChange is the safety state after an operator changed a latch: what
+// the HTTP routes below and the OperatorService RPCs (grpc.go) answer.
+type latchChange struct {
+	st   safety.Status
+	text string
+	// stopWarning is set when the e-stop's stop command could not be
+	// delivered; the latch is set all the same.
+	stopWarning string
+	// notRecorded is set when the change is in force but its record is
+	// not on the disk.
+	notRecorded *toolerr.Error
+}
+
+// latchSettled reads the supervisor after a latch change whose record the
+// store was asked to write, and says whether it is on the disk.
+func (b *Bridge) latchSettled(ctx context.Context, what string) latchChange {
+	recErr := b.dur.latchRecorded(ctx)
+	st := b.sup.Status()
+	c := latchChange{st: st, text: describeSafety(st)}
+	if recErr != nil {
+		c.notRecorded = toolerr.New(toolerr.Unavailable, "%s, but it is not recorded: %v", what, recErr).Wrap(recErr)
+		c.notRecorded.Suggestion = "the change holds while this bridge runs, but a restart would not know it: do not restart the bridge; " +
+			"fix the data dir's disk (GET /readyz says when the store takes writes again) and repeat the request to confirm it is recorded"
+	}
+	return c
+}
+
+// pressEStop latches the e-stop on behalf of by. Stopping is always safe,
+// so it is never refused. The stop goes out first (inside the
+// supervisor's EStop, before any disk write); it returns once the latch's
+// record is on the disk, or says that it is not.
+func (b *Bridge) pressEStop(ctx context.Context, by, reason string) latchChange {
+	stopErr := b.sup.EStop(ctx, by, reason)
+	c := b.latchSettled(ctx, "the e-stop is latched and in force")
+	if stopErr != nil {
+		c.stopWarning = stopErr.Error()
+	}
+	return c
+}
+
+// resetEStop clears the e-stop latch on behalf of the operator by; a
+// refusal (the robot's own e-stop still engaged) changes nothing.
+func (b *Bridge) resetEStop(ctx context.Context, by string) (latchChange, error) {
+	if err := b.sup.ResetEStop(by); err != nil {
+		return latchChange{}, err
+	}
+	return b.latchSettled(ctx, "the e-stop is reset in the supervisor"), nil
+}
+
+// clearFault clears a latched fault on behalf of the operator by.
+func (b *Bridge) clearFault(ctx context.Context, by string) (latchChange, error) {
+	if err := b.sup.ClearFault(by); err != nil {
+		return latchChange{}, err
+	}
+	return b.latchSettled(ctx, "the fault is cleared in the supervisor"), nil
+}
+
 // handleEStop latches the e-stop. Any authenticated role may press it:
-// stopping is always safe, so it is never gated on anything. The stop
-// goes out first (inside the supervisor's EStop, before any disk write);
-// the answer waits until the latch's record is on the disk.
+// stopping is always safe, so it is never gated on anything.
 func (b *Bridge) handleEStop(w http.ResponseWriter, r *http.Request) {
 	reason, err := decodeReason(r)
 	if err != nil {
@@ -75,18 +128,15 @@ func (b *Bridge) handleEStop(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = "e-stop pressed"
 	}
-	by := principalName(r)
-	stopErr := b.sup.EStop(r.Context(), by, reason)
-	recErr := b.dur.latchRecorded(r.Context())
-	st := b.sup.Status()
-	out := map[string]any{"estop": st.EStop, "text": describeSafety(st)}
-	if stopErr != nil {
+	c := b.pressEStop(r.Context(), principalName(r), reason)
+	out := map[string]any{"estop": c.st.EStop, "text": c.text}
+	if c.stopWarning != "" {
 		// The latch is set even when the stop command could not be
 		// delivered; say so.
-		out["warning"] = stopErr.Error()
+		out["warning"] = c.stopWarning
 	}
-	if recErr != nil {
-		writeNotRecorded(w, "the e-stop is latched and in force", recErr, out)
+	if c.notRecorded != nil {
+		writeNotRecorded(w, c.notRecorded, out)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -97,15 +147,14 @@ func (b *Bridge) handleEStopReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams, "%v", err))
 		return
 	}
-	if err := b.sup.ResetEStop(principalName(r)); err != nil {
+	c, err := b.resetEStop(r.Context(), principalName(r))
+	if err != nil {
 		writeError(w, http.StatusConflict, toolerr.As(err))
 		return
 	}
-	recErr := b.dur.latchRecorded(r.Context())
-	st := b.sup.Status()
-	out := map[string]any{"estop": st.EStop, "text": describeSafety(st)}
-	if recErr != nil {
-		writeNotRecorded(w, "the e-stop is reset in the supervisor", recErr, out)
+	out := map[string]any{"estop": c.st.EStop, "text": c.text}
+	if c.notRecorded != nil {
+		writeNotRecorded(w, c.notRecorded, out)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -116,15 +165,14 @@ func (b *Bridge) handleFaultClear(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams, "%v", err))
 		return
 	}
-	if err := b.sup.ClearFault(principalName(r)); err != nil {
+	c, err := b.clearFault(r.Context(), principalName(r))
+	if err != nil {
 		writeError(w, http.StatusConflict, toolerr.As(err))
 		return
 	}
-	recErr := b.dur.latchRecorded(r.Context())
-	st := b.sup.Status()
-	out := map[string]any{"fault": st.Fault, "text": describeSafety(st)}
-	if recErr != nil {
-		writeNotRecorded(w, "the fault is cleared in the supervisor", recErr, out)
+	out := map[string]any{"fault": c.st.Fault, "text": c.text}
+	if c.notRecorded != nil {
+		writeNotRecorded(w, c.notRecorded, out)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -2,7 +2,8 @@ package grpcapi
 
 import (
 	"fmt"
-	"strings"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/fsm"
@@ -11,20 +12,18 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// errorTypePrefix joins toolerr's names to the enum's: the protobuf value
-// of toolerr.InvalidParams is ERROR_TYPE_INVALID_PARAMS. Deriving one from
-// the other by name keeps the two closed sets from drifting silently; a
-// test checks that every toolerr type has its value.
-const errorTypePrefix = "ERROR_TYPE_"
-
-// ErrorTypeToProto returns the protobuf value of t. A type outside the
-// closed set (which toolapi never produces) is ERROR_TYPE_INTERNAL, as
+// ErrorTypeToProto returns the protobuf value of t. The enum's value
+// names are toolerr's own strings ("APPROVAL_DENIED"), so the JSON
+// encoding of an error says what the HTTP API says; deriving one from the
+// other by name keeps the two closed sets from drifting silently, and a
+// test checks that every toolerr type has its value. A type outside the
+// closed set (which toolapi never produces) is INTERNAL, as
 // toolapi.ErrorBodyOf treats it.
 func ErrorTypeToProto(t toolerr.Type) robotbridgev1.ErrorType {
-	if v, ok := robotbridgev1.ErrorType_value[errorTypePrefix+string(t)]; ok && v != 0 {
+	if v, ok := robotbridgev1.ErrorType_value[string(t)]; ok && v != 0 {
 		return robotbridgev1.ErrorType(v)
 	}
-	return robotbridgev1.ErrorType_ERROR_TYPE_INTERNAL
+	return robotbridgev1.ErrorType_INTERNAL
 }
 
 // ErrorTypeFromProto returns the toolerr type of e; an unspecified or
@@ -34,7 +33,7 @@ func ErrorTypeFromProto(e robotbridgev1.ErrorType) toolerr.Type {
 	if !ok || e == robotbridgev1.ErrorType_ERROR_TYPE_UNSPECIFIED {
 		return toolerr.Internal
 	}
-	return toolerr.Type(strings.TrimPrefix(name, errorTypePrefix))
+	return toolerr.Type(name)
 }
 
 // EnvelopeToProto converts a result envelope to its protobuf form. It
@@ -42,7 +41,7 @@ func ErrorTypeFromProto(e robotbridgev1.ErrorType) toolerr.Type {
 // encoder could write (a channel, a cycle); non-finite numbers are
 // spelled out as strings rather than failing (see the package comment).
 func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
-	out := &robotbridgev1.Envelope{Ok: env.OK, Tool: env.Tool, Text: env.Text, Robot: env.Robot, Task: taskRefToProto(env.Task)}
+	out := &robotbridgev1.Envelope{Ok: proto.Bool(env.OK), Tool: env.Tool, Text: env.Text, Robot: env.Robot, Task: taskRefToProto(env.Task)}
 	if env.Data != nil {
 		v, err := valueOf(env.Data)
 		if err != nil {
@@ -55,12 +54,19 @@ func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
 		if err != nil {
 			return nil, fmt.Errorf("error details: %w", err)
 		}
-		out.Error = &robotbridgev1.Error{
-			Type: ErrorTypeToProto(e.Type), Message: e.Message, Retryable: e.Retryable,
-			RetryAfterMs: e.RetryAfterMS, Suggestion: e.Suggestion, Details: details,
-		}
+		out.Error = errorToProto(e)
+		out.Error.Details = details
 	}
 	return out, nil
+}
+
+// errorToProto converts an error body without its details (which can
+// fail; see structOf).
+func errorToProto(e *toolapi.ErrorBody) *robotbridgev1.Error {
+	return &robotbridgev1.Error{
+		Type: ErrorTypeToProto(e.Type), Message: e.Message, Retryable: proto.Bool(e.Retryable),
+		RetryAfterMs: proto.Int64(e.RetryAfterMS), Suggestion: e.Suggestion,
+	}
 }
 
 // EnvelopeFromProto converts a protobuf envelope back, for Go clients that

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 
@@ -133,7 +134,7 @@ func TestErrorType_CoversTheClosedSet(t *testing.T) {
 		pt := ErrorTypeToProto(typ)
 		// Then it has its own value (not the INTERNAL fallback, except for
 		// INTERNAL itself) and converts back to itself
-		require.Equal(t, "ERROR_TYPE_"+string(typ), pt.String(), "toolerr.%s has no enum value: add it to tools.proto", typ)
+		require.Equal(t, string(typ), pt.String(), "toolerr.%s has no enum value of the same name: add it to tools.proto", typ)
 		require.Equal(t, typ, ErrorTypeFromProto(pt))
 		seen[pt] = typ
 	}
@@ -153,9 +154,9 @@ func TestErrorType_Fallbacks(t *testing.T) {
 		run  func() any
 		want any
 	}{
-		{"unknown toolerr type is INTERNAL", func() any { return ErrorTypeToProto("NO_SUCH_TYPE") }, robotbridgev1.ErrorType_ERROR_TYPE_INTERNAL},
-		{"empty toolerr type is INTERNAL", func() any { return ErrorTypeToProto("") }, robotbridgev1.ErrorType_ERROR_TYPE_INTERNAL},
-		{"a type spelled like the zero value is INTERNAL", func() any { return ErrorTypeToProto("UNSPECIFIED") }, robotbridgev1.ErrorType_ERROR_TYPE_INTERNAL},
+		{"unknown toolerr type is INTERNAL", func() any { return ErrorTypeToProto("NO_SUCH_TYPE") }, robotbridgev1.ErrorType_INTERNAL},
+		{"empty toolerr type is INTERNAL", func() any { return ErrorTypeToProto("") }, robotbridgev1.ErrorType_INTERNAL},
+		{"a type spelled like the zero value is INTERNAL", func() any { return ErrorTypeToProto("ERROR_TYPE_UNSPECIFIED") }, robotbridgev1.ErrorType_INTERNAL},
 		{"unspecified enum is INTERNAL", func() any { return ErrorTypeFromProto(robotbridgev1.ErrorType_ERROR_TYPE_UNSPECIFIED) }, toolerr.Internal},
 		{"a newer peer's value is INTERNAL", func() any { return ErrorTypeFromProto(robotbridgev1.ErrorType(999)) }, toolerr.Internal},
 	}
@@ -188,8 +189,37 @@ func TestToolToProto_EveryRegistryTool(t *testing.T) {
 
 func TestEnvelopeFromProto_Nil(t *testing.T) {
 	require.Equal(t, toolapi.Envelope{}, EnvelopeFromProto(nil))
-	var empty robotbridgev1.Envelope
-	require.True(t, proto.Equal(&empty, mustProto(t, toolapi.Envelope{})))
+	// ok has explicit presence: even the zero envelope says it is not ok
+	require.True(t, proto.Equal(&robotbridgev1.Envelope{Ok: proto.Bool(false)}, mustProto(t, toolapi.Envelope{})))
+}
+
+func TestEnvelope_JSONSaysWhatHTTPSays(t *testing.T) {
+	for _, typ := range toolerr.Types() {
+		t.Run(string(typ), func(t *testing.T) {
+			// Given a failed call's envelope, as the HTTP API encodes it
+			env := toolapi.Envelope{Tool: "move_base_to", Robot: "stopped", Error: toolapi.ErrorBodyOf(toolerr.New(typ, "it failed"))}
+			var http map[string]any
+			raw, err := json.Marshal(env)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(raw, &http))
+			// When the protobuf form is encoded as proto3 JSON (what a
+			// Connect JSON client, grpcurl and buf curl print)
+			raw, err = protojson.Marshal(mustProto(t, env))
+			require.NoError(t, err)
+			var pj map[string]any
+			require.NoError(t, json.Unmarshal(raw, &pj))
+			// Then ok is there and false, and the error's type is the HTTP
+			// API's own string, with retryable and retryAfterMs present
+			require.Equal(t, false, pj["ok"], "json: %s", raw)
+			require.Equal(t, http["ok"], pj["ok"])
+			perr, herr := pj["error"].(map[string]any), http["error"].(map[string]any)
+			require.Equal(t, string(typ), perr["type"])
+			require.Equal(t, herr["type"], perr["type"])
+			require.Equal(t, herr["retryable"], perr["retryable"])
+			require.Contains(t, perr, "retryAfterMs")
+			require.Equal(t, fmt.Sprint(herr["retry_after_ms"]), perr["retryAfterMs"], "int64 is a JSON string in proto3 JSON")
+		})
+	}
 }
 
 func mustProto(t *testing.T, env toolapi.Envelope) *robotbridgev1.Envelope {

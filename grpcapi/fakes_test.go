@@ -12,9 +12,12 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/events"
 	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 // Tokens of the tests (toolapi wants at least 16 characters).
@@ -71,6 +74,20 @@ func (f *fakeTools) recorded() []recordedCall {
 	return append([]recordedCall(nil), f.calls...)
 }
 
+// fakeTasks is a hand-written TaskReader: GetFn answers (nil: NOT_FOUND).
+type fakeTasks struct {
+	GetFn func(id string) (actions.TaskView, error)
+}
+
+var _ TaskReader = (*fakeTasks)(nil)
+
+func (f *fakeTasks) Get(id string) (actions.TaskView, error) {
+	if f.GetFn != nil {
+		return f.GetFn(id)
+	}
+	return actions.TaskView{}, toolerr.New(toolerr.NotFound, "no task %q", id)
+}
+
 // authFunc adapts a function to Authenticator.
 type authFunc func(h http.Header) (toolapi.Principal, error)
 
@@ -80,6 +97,9 @@ func (f authFunc) Authenticate(h http.Header) (toolapi.Principal, error) { retur
 // and h2c, with a client per protocol.
 type testServer struct {
 	tools *fakeTools
+	tasks *fakeTasks
+	bus   *events.Bus
+	srv   *httptest.Server
 	url   string
 	h2c   *http.Client
 	h1    *http.Client
@@ -90,7 +110,8 @@ type testServer struct {
 func startService(t *testing.T, edit func(*Conf), wrap func(http.Handler) http.Handler) *testServer {
 	t.Helper()
 	ft := &fakeTools{reg: testRegistry(t)}
-	conf := Conf{Tools: ft, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)}
+	tasks, bus := &fakeTasks{}, events.New(16)
+	conf := Conf{Tools: ft, Auth: testTokens, Tasks: tasks, Events: bus, Logger: slog.New(slog.DiscardHandler)}
 	if edit != nil {
 		edit(&conf)
 	}
@@ -102,7 +123,15 @@ func startService(t *testing.T, edit func(*Conf), wrap func(http.Handler) http.H
 	}
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
-	srv := httptest.NewUnstartedServer(mux)
+	srv, h2c, h1 := serveH2C(t, mux)
+	return &testServer{tools: ft, tasks: tasks, bus: bus, srv: srv, url: srv.URL, h2c: h2c, h1: h1}
+}
+
+// serveH2C serves h on a loopback httptest server speaking HTTP/1.1 and
+// h2c, and returns a client for each.
+func serveH2C(t *testing.T, h http.Handler) (*httptest.Server, *http.Client, *http.Client) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -113,7 +142,7 @@ func startService(t *testing.T, edit func(*Conf), wrap func(http.Handler) http.H
 	t.Cleanup(tr.CloseIdleConnections)
 	tr1 := &http.Transport{}
 	t.Cleanup(tr1.CloseIdleConnections)
-	return &testServer{tools: ft, url: srv.URL, h2c: &http.Client{Transport: tr}, h1: &http.Client{Transport: tr1}}
+	return srv, &http.Client{Transport: tr}, &http.Client{Transport: tr1}
 }
 
 // protocols are the wire protocols every behaviour is checked over.

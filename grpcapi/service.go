@@ -10,6 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/events"
 	robotbridgev1 "github.com/robot-bridge/robot-bridge/gen/robotbridge/v1"
 	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
 	"github.com/robot-bridge/robot-bridge/toolapi"
@@ -23,6 +25,21 @@ type Tools interface {
 	Registry() *toolapi.Registry
 }
 
+// TaskReader reads one task for WatchTask. toolapi.Tasks (the action
+// runner, and the bridge's durable view of it) implements it.
+type TaskReader interface {
+	// Get returns a snapshot of the task; a *toolerr.Error of type
+	// NOT_FOUND for an unknown id.
+	Get(id string) (actions.TaskView, error)
+}
+
+// Subscriber is the event bus as the streams need it. *events.Bus
+// implements it: events.TypeTask carries an actions.TaskView after every
+// task change.
+type Subscriber interface {
+	Subscribe(filter func(events.Event) bool) (<-chan events.Event, func())
+}
+
 // Authenticator maps a request's headers (gRPC metadata) to the caller.
 // toolapi.Tokens implements it, so this front end accepts exactly the
 // bearer tokens the HTTP API and MCP accept.
@@ -33,15 +50,17 @@ type Authenticator interface {
 var (
 	_ Tools                                   = (*toolapi.Server)(nil)
 	_ Authenticator                           = toolapi.Tokens{}
+	_ TaskReader                              = toolapi.Tasks(nil)
+	_ Subscriber                              = (*events.Bus)(nil)
 	_ robotbridgev1connect.ToolServiceHandler = (*Service)(nil)
 )
 
 // ErrConf is the root of every configuration error of New.
 var ErrConf = errors.New("grpcapi: invalid conf")
 
-// requiredRole is what every RPC of ToolService needs: the agent's role
-// (the operator's includes it), as the HTTP tool routes do.
-const requiredRole = toolapi.RoleAgent
+// toolRole is what every RPC of ToolService needs: the agent's role (the
+// operator's includes it), as the HTTP tool routes do.
+const toolRole = toolapi.RoleAgent
 
 // maxIDLen bounds session ids and idempotency keys, as the HTTP API does.
 const maxIDLen = 256
@@ -53,6 +72,17 @@ type Conf struct {
 	// Auth authenticates the bearer token in the authorization header
 	// (required); pass the bridge's toolapi.Tokens.
 	Auth Authenticator
+	// Tasks reads the tasks WatchTask follows (required): the same task
+	// source the tool API's get_task reads.
+	Tasks TaskReader
+	// Events is the bus whose task events WatchTask streams (required).
+	Events Subscriber
+	// MaxStreams bounds the WatchTask streams open at once (optional). It
+	// defaults to 64. Every open stream is a subscriber that each event
+	// published on the bus is offered to, so a caller opening streams
+	// without end cannot slow the publishers; one over the bound is
+	// answered RESOURCE_EXHAUSTED.
+	MaxStreams int
 	// Logger receives structured logs (optional). It defaults to
 	// slog.Default(). Tokens and arguments are never logged.
 	Logger *slog.Logger
@@ -72,6 +102,12 @@ func (c *Conf) fill() error {
 		return fmt.Errorf("%w: Tools is required", ErrConf)
 	case c.Auth == nil:
 		return fmt.Errorf("%w: Auth is required", ErrConf)
+	case c.Tasks == nil:
+		return fmt.Errorf("%w: Tasks is required", ErrConf)
+	case c.Events == nil:
+		return fmt.Errorf("%w: Events is required", ErrConf)
+	case c.MaxStreams < 0:
+		return fmt.Errorf("%w: MaxStreams must not be negative", ErrConf)
 	case c.MaxWait < 0:
 		return fmt.Errorf("%w: MaxWait must not be negative", ErrConf)
 	case c.MaxRequestBytes < 0:
@@ -86,15 +122,23 @@ func (c *Conf) fill() error {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 1 << 20
 	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = defaultMaxStreams
+	}
 	return nil
 }
+
+// defaultMaxStreams is the default bound of a service's open streams.
+const defaultMaxStreams = 64
 
 // Service implements robotbridge.v1.ToolService on top of the tool API.
 // It holds no state of its own: everything that matters (idempotency,
 // loop guard, tasks) lives behind Tools.
 type Service struct {
-	conf Conf
-	log  *slog.Logger
+	conf    Conf
+	log     *slog.Logger
+	streams streamSlots
+	down    *shutdowns
 }
 
 // New returns a Service; it fails if conf lacks Tools or Auth. Errors wrap
@@ -103,7 +147,10 @@ func New(conf Conf) (*Service, error) {
 	if err := conf.fill(); err != nil {
 		return nil, err
 	}
-	return &Service{conf: conf, log: conf.Logger.With("component", "grpcapi")}, nil
+	return &Service{
+		conf: conf, log: conf.Logger.With("component", "grpcapi"),
+		streams: newStreamSlots(conf.MaxStreams), down: newShutdowns(),
+	}, nil
 }
 
 // Handler returns the path prefix to mount ("/robotbridge.v1.ToolService/")
@@ -113,20 +160,24 @@ func New(conf Conf) (*Service, error) {
 // own authentication, answering UNAUTHENTICATED or PERMISSION_DENIED in
 // the caller's protocol, so mount it without the HTTP middleware's role
 // check (toolapi.RolePublic); behind it, it uses the principal the
-// middleware found.
+// middleware found. A WatchTask stream ends with UNAVAILABLE when the
+// *http.Server serving it shuts down.
 func (s *Service) Handler() (string, http.Handler) {
-	return robotbridgev1connect.NewToolServiceHandler(s,
-		connect.WithInterceptors(authInterceptor{s}),
+	path, h := robotbridgev1connect.NewToolServiceHandler(s,
+		connect.WithInterceptors(authInterceptor{auth: s.conf.Auth, role: toolRole, log: s.log}),
 		connect.WithReadMaxBytes(s.conf.MaxRequestBytes),
-		connect.WithRecover(s.recovered),
+		connect.WithRecover(recovered(s.log)),
 	)
+	return path, s.down.wrap(h, func(p string) bool { return p == robotbridgev1connect.ToolServiceWatchTaskProcedure })
 }
 
 // recovered turns a panic in a handler into INTERNAL without its text, so
 // the client never sees internals and the connection survives.
-func (s *Service) recovered(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
-	s.log.Error("rpc panic", "procedure", spec.Procedure, "panic", fmt.Sprint(v))
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+func recovered(log *slog.Logger) func(context.Context, connect.Spec, http.Header, any) error {
+	return func(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
+		log.Error("rpc panic", "procedure", spec.Procedure, "panic", fmt.Sprint(v))
+		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	}
 }
 
 // ListTools implements robotbridgev1connect.ToolServiceHandler.
@@ -201,11 +252,9 @@ func (s *Service) CancelTask(ctx context.Context, req *connect.Request[robotbrid
 // INTERNAL envelope that still says where the robot is and which task the
 // call made, so the agent can follow it with GetTask.
 func (s *Service) call(ctx context.Context, req toolapi.CallRequest) (*robotbridgev1.Envelope, error) {
-	p, ok := toolapi.PrincipalFromContext(ctx)
-	if !ok {
-		// The interceptor always sets one; this is a wiring bug, and it
-		// must fail closed.
-		return nil, connect.NewError(connect.CodeUnauthenticated, toolapi.ErrNoToken)
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
 	}
 	env := s.conf.Tools.Call(ctx, p, req)
 	pe, err := EnvelopeToProto(env)
@@ -230,64 +279,4 @@ func checkIDs(fieldValue ...string) error {
 		}
 	}
 	return nil
-}
-
-// authInterceptor authenticates every RPC, unary and streaming alike, so a
-// streaming method added later cannot be reached without a token.
-type authInterceptor struct{ s *Service }
-
-var _ connect.Interceptor = authInterceptor{}
-
-// WrapUnary implements connect.Interceptor.
-func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			return next(ctx, req)
-		}
-		ctx, err := a.s.authenticate(ctx, req.Spec().Procedure, req.Header())
-		if err != nil {
-			return nil, err
-		}
-		return next(ctx, req)
-	}
-}
-
-// WrapStreamingClient implements connect.Interceptor; clients pass through.
-func (authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-// WrapStreamingHandler implements connect.Interceptor.
-func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, err := a.s.authenticate(ctx, conn.Spec().Procedure, conn.RequestHeader())
-		if err != nil {
-			return err
-		}
-		return next(ctx, conn)
-	}
-}
-
-// authenticate returns ctx carrying the caller, or the RPC error to answer:
-// UNAUTHENTICATED without a valid token, PERMISSION_DENIED for a role that
-// may not call the service. A principal the HTTP middleware already put in
-// ctx is used as is.
-func (s *Service) authenticate(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
-	p, ok := toolapi.PrincipalFromContext(ctx)
-	if !ok {
-		var err error
-		p, err = s.conf.Auth.Authenticate(h)
-		if err != nil {
-			s.log.Info("rpc rejected", "procedure", procedure, "code", connect.CodeUnauthenticated.String(),
-				"reason", err.Error(), "trace_id", toolapi.TraceIDFromContext(ctx))
-			return ctx, connect.NewError(connect.CodeUnauthenticated, err)
-		}
-	}
-	if !p.Role.Allows(requiredRole) {
-		s.log.Info("rpc rejected", "procedure", procedure, "code", connect.CodePermissionDenied.String(),
-			"principal", p.Name, "trace_id", toolapi.TraceIDFromContext(ctx))
-		return ctx, connect.NewError(connect.CodePermissionDenied,
-			fmt.Errorf("the %q credential may not call %s; it needs the %s role", p.Role, procedure, requiredRole))
-	}
-	return toolapi.WithPrincipal(ctx, p), nil
 }

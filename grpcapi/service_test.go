@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/robot-bridge/robot-bridge/events"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	robotbridgev1 "github.com/robot-bridge/robot-bridge/gen/robotbridge/v1"
 	"github.com/robot-bridge/robot-bridge/toolapi"
@@ -20,17 +21,25 @@ import (
 )
 
 func TestNew_Conf(t *testing.T) {
-	tools := &fakeTools{}
+	tools, tasks, bus := &fakeTools{}, &fakeTasks{}, events.New(1)
+	valid := func(edit func(*Conf)) Conf {
+		c := Conf{Tools: tools, Auth: testTokens, Tasks: tasks, Events: bus}
+		edit(&c)
+		return c
+	}
 	tests := []struct {
 		name  string
 		conf  Conf
 		field string // "" when valid
 	}{
-		{"valid with defaults", Conf{Tools: tools, Auth: testTokens}, ""},
-		{"no Tools", Conf{Auth: testTokens}, "Tools"},
-		{"no Auth", Conf{Tools: tools}, "Auth"},
-		{"negative MaxWait", Conf{Tools: tools, Auth: testTokens, MaxWait: -time.Second}, "MaxWait"},
-		{"negative MaxRequestBytes", Conf{Tools: tools, Auth: testTokens, MaxRequestBytes: -1}, "MaxRequestBytes"},
+		{"valid with defaults", valid(func(*Conf) {}), ""},
+		{"no Tools", valid(func(c *Conf) { c.Tools = nil }), "Tools"},
+		{"no Auth", valid(func(c *Conf) { c.Auth = nil }), "Auth"},
+		{"no Tasks", valid(func(c *Conf) { c.Tasks = nil }), "Tasks"},
+		{"no Events", valid(func(c *Conf) { c.Events = nil }), "Events"},
+		{"negative MaxWait", valid(func(c *Conf) { c.MaxWait = -time.Second }), "MaxWait"},
+		{"negative MaxRequestBytes", valid(func(c *Conf) { c.MaxRequestBytes = -1 }), "MaxRequestBytes"},
+		{"negative MaxStreams", valid(func(c *Conf) { c.MaxStreams = -1 }), "MaxStreams"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,6 +48,7 @@ func TestNew_Conf(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, 60*time.Second, svc.conf.MaxWait)
 				require.Equal(t, 1<<20, svc.conf.MaxRequestBytes)
+				require.Equal(t, defaultMaxStreams, cap(svc.streams))
 				require.NotNil(t, svc.log)
 				return
 			}
@@ -268,7 +278,7 @@ func TestService_ToolFailureIsASuccessfulRPC(t *testing.T) {
 			require.NoError(t, err)
 			env := resp.Msg.GetEnvelope()
 			require.False(t, env.GetOk())
-			require.Equal(t, robotbridgev1.ErrorType_ERROR_TYPE_SAFETY_VIOLATION, env.GetError().GetType())
+			require.Equal(t, robotbridgev1.ErrorType_SAFETY_VIOLATION, env.GetError().GetType())
 			require.Equal(t, "x", env.GetError().GetDetails().GetFields()["field"].GetStringValue())
 			require.NotEmpty(t, env.GetError().GetSuggestion())
 			require.Equal(t, "stopped", env.GetRobot())
@@ -292,7 +302,7 @@ func TestService_UnencodableEnvelopeKeepsTheTask(t *testing.T) {
 	require.NoError(t, err)
 	env := resp.Msg.GetEnvelope()
 	require.False(t, env.GetOk())
-	require.Equal(t, robotbridgev1.ErrorType_ERROR_TYPE_INTERNAL, env.GetError().GetType())
+	require.Equal(t, robotbridgev1.ErrorType_INTERNAL, env.GetError().GetType())
 	require.Equal(t, "t-7", env.GetTask().GetId())
 	require.Equal(t, "moving", env.GetRobot())
 }
