@@ -38,6 +38,19 @@ type Tasks interface {
 	Active() (actions.TaskView, bool)
 }
 
+// GrantCover is an operator's scoped grant that approved a call at once.
+type GrantCover struct {
+	// GrantID names the grant ("grt_…").
+	GrantID string
+	// By is the operator who made it.
+	By string
+	// Scope says in words what it allows ("move_arm_to the named poses
+	// ready, stowed").
+	Scope string
+	// ExpiresAt is when the grant ends, on Conf.Clock.
+	ExpiresAt time.Time
+}
+
 // RobotState is the robot state cache as the tool API sees it.
 type RobotState interface {
 	// Latest returns the most recent state and when the bridge received
@@ -197,6 +210,12 @@ type Conf struct {
 	// that is unset. An older state is reported as "last seen … ago",
 	// never as "stopped" or "moving".
 	StaleAfter time.Duration
+	// GrantCover tells which operator's scoped grant approved an action's
+	// approval request at once (optional), so that a call the grant covers
+	// is answered as approved by it — with its status as it really is,
+	// approved or executing — and never as waiting for an operator. It
+	// defaults to none: such a call is reported as the runner reports it.
+	GrantCover func(approvalID string) (GrantCover, bool)
 	// Events is the bridge's event bus (optional). The agent's event
 	// stream and MCP resource subscriptions read robot state and task
 	// changes from it; without it they only serve current state.

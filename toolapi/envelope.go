@@ -103,6 +103,19 @@ type TaskData struct {
 	Text      string           `json:"text"`
 	Result    map[string]any   `json:"result,omitempty"`
 	Error     *ErrorBody       `json:"error,omitempty"`
+	// Grant is the operator's scoped grant that approved the task, when
+	// one did.
+	Grant *GrantData `json:"approved_by_grant,omitempty"`
+}
+
+// GrantData is the operator's grant that approved a task.
+type GrantData struct {
+	ID        string    `json:"id"`
+	By        string    `json:"granted_by"`
+	Scope     string    `json:"scope"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// ExpiresInMS is how long the grant still runs, in milliseconds.
+	ExpiresInMS int64 `json:"expires_in_ms"`
 }
 
 func taskRef(v actions.TaskView) *TaskRef {

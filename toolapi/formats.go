@@ -149,7 +149,7 @@ func strictSchema(s map[string]any, required bool) map[string]any {
 			}
 		}
 		out["properties"] = sp
-		out["required"] = slices.Sorted(maps.Keys(sp))
+		out["required"] = append([]string{}, slices.Sorted(maps.Keys(sp))...)
 		out["additionalProperties"] = false
 	}
 	if items, ok := s["items"].(map[string]any); ok {
@@ -161,6 +161,9 @@ func strictSchema(s map[string]any, required bool) map[string]any {
 		}
 		if enum, ok := enumValues(out["enum"]); ok {
 			out["enum"] = append(enum, nil)
+		}
+		if d, ok := out["description"].(string); ok {
+			out["description"] = d + " (optional: null leaves it out)"
 		}
 	}
 	return out

@@ -54,6 +54,20 @@ func TestGolden_ToolsOpenAI(t *testing.T) {
 	golden(t, "tools_openai.golden", indentJSON(t, out))
 }
 
+func TestGolden_ToolsOpenAIStrict(t *testing.T) {
+	h := newHarness(t)
+	status, out := h.do("GET", "/v1/tools?format=openai&strict=true", testTokens.Agent, nil)
+	require.Equal(t, http.StatusOK, status)
+	golden(t, "tools_openai_strict.golden", indentJSON(t, out))
+}
+
+func TestGolden_ToolsGemini(t *testing.T) {
+	h := newHarness(t)
+	status, out := h.do("GET", "/v1/tools?format=gemini", testTokens.Agent, nil)
+	require.Equal(t, http.StatusOK, status)
+	golden(t, "tools_gemini.golden", indentJSON(t, out))
+}
+
 var openAINameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // TestOpenAIFormat_ValidFunctionTools checks the ?format=openai output

@@ -183,6 +183,21 @@ type outcome struct {
 
 func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
 
+// envelope is the Envelope of an outcome of tool, all but its Robot field
+// (robotText). Every front end that turns an outcome into an envelope
+// goes through it, so a failure carries data exactly when the outcome
+// says so (dataWithError).
+func (out outcome) envelope(tool string) Envelope {
+	env := Envelope{OK: out.err == nil, Tool: tool, Data: out.data, Text: out.text, Task: out.task}
+	if out.err != nil {
+		env.Error = ErrorBodyOf(out.err)
+		if !out.dataWithError {
+			env.Data = nil
+		}
+	}
+	return env
+}
+
 // Call runs one tool call through the whole path — rate limit, lookup,
 // validation, idempotency, execution, loop guard — and always returns an
 // Envelope, never an error: a failure is an envelope with ok false.
@@ -264,13 +279,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 			}
 		}
 	}
-	env := Envelope{OK: out.err == nil, Tool: req.Tool, Data: out.data, Text: out.text, Task: out.task}
-	if out.err != nil {
-		env.Error = ErrorBodyOf(out.err)
-		if !out.dataWithError {
-			env.Data = nil
-		}
-	}
+	env := out.envelope(req.Tool)
 	env.Robot = s.robotText(ctx, out)
 
 	outcomeLabel, errType := "ok", "none"
@@ -669,10 +678,26 @@ func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Durat
 			return fail(err)
 		}
 	}
+	cover, covered := s.grantCover(v)
+	if covered && v.Status == fsm.AwaitingApproval {
+		// The grant's approval is already on its way to the runner: answer
+		// with the status the task has once the runner took it in.
+		v = s.pastApproval(ctx, v)
+	}
 	out := outcome{data: taskData(v), task: taskRef(v), text: taskText(v)}
 	if te := taskError(v); te != nil {
 		out.err = te
 		return out
+	}
+	if covered {
+		now := s.conf.Clock.Now()
+		d := out.data.(TaskData)
+		d.Grant = &GrantData{
+			ID: cover.GrantID, By: cover.By, Scope: cover.Scope, ExpiresAt: cover.ExpiresAt,
+			ExpiresInMS: max(0, cover.ExpiresAt.Sub(now).Milliseconds()),
+		}
+		out.data = d
+		out.text = grantText(cover, now) + " " + out.text
 	}
 	if wait > 0 && v.Status == fsm.AwaitingApproval {
 		te := toolerr.New(toolerr.ApprovalPending,
@@ -682,6 +707,66 @@ func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Durat
 		out.err = te.With("task_id", v.ID)
 	}
 	return out
+}
+
+// grantCover returns the operator's scoped grant that approved v's
+// approval request, if one did.
+func (s *Server) grantCover(v actions.TaskView) (GrantCover, bool) {
+	if s.conf.GrantCover == nil || v.ApprovalID == "" {
+		return GrantCover{}, false
+	}
+	switch v.Status {
+	case fsm.AwaitingApproval, fsm.Approved, fsm.Executing, fsm.Succeeded:
+		return s.conf.GrantCover(v.ApprovalID)
+	}
+	return GrantCover{}, false
+}
+
+// grantText says which grant approved a call: "Approved by ann's grant
+// grt_1 (move_arm_to the named poses ready, stowed), valid until 14:05 UTC
+// (9 min from now), with no operator asked."
+func grantText(g GrantCover, now time.Time) string {
+	by := "an operator"
+	if g.By != "" {
+		by = g.By
+	}
+	until := ""
+	if !g.ExpiresAt.IsZero() {
+		until = fmt.Sprintf(", valid until %s UTC (%s from now)", g.ExpiresAt.UTC().Format("15:04"), robot.FormatAge(g.ExpiresAt.Sub(now)))
+	}
+	scope := ""
+	if g.Scope != "" {
+		scope = " (" + g.Scope + ")"
+	}
+	return fmt.Sprintf("Approved by %s's grant %s%s%s, with no operator asked.", by, g.GrantID, scope, until)
+}
+
+// pastApprovalWait bounds how long a call covered by a grant waits for
+// the runner to take in the grant's approval (it is already in the
+// runner's hands; this only guards against a runner that never does).
+const pastApprovalWait = 2 * time.Second
+
+// pastApproval returns v once the runner has moved it past
+// awaiting_approval, or as it is after pastApprovalWait or when ctx ends.
+// It waits on the runner's goroutine, not on time the bridge simulates, so
+// it polls the real clock.
+func (s *Server) pastApproval(ctx context.Context, v actions.TaskView) actions.TaskView {
+	deadline := time.Now().Add(pastApprovalWait)
+	pause := 50 * time.Microsecond
+	for time.Now().Before(deadline) {
+		w, err := s.conf.Tasks.Get(v.ID)
+		if err != nil {
+			return v
+		}
+		if w.Status != fsm.AwaitingApproval {
+			return w
+		}
+		if !sleepCtx(ctx, pause) {
+			return w
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+	}
+	return v
 }
 
 // submitOnce submits r at most once per (principal, key): Stripe
