@@ -265,6 +265,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 		Logger:      conf.Logger,
 		Registerer:  b.reg,
 		Events:      b.bus,
+		GrantCover:  b.grantCover,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: tool API: %w", err)
@@ -511,6 +512,20 @@ func safetyEventData(e safety.Event) map[string]any {
 
 // Events returns the event bus (console SSE, audit, metrics).
 func (b *Bridge) Events() *events.Bus { return b.bus }
+
+// grantCover tells the tool API which scoped grant approved approval
+// request id at once, so a call it covers is answered as approved by it.
+func (b *Bridge) grantCover(id string) (toolapi.GrantCover, bool) {
+	a, err := b.approvals.Get(id)
+	if err != nil || a.Status != approval.StatusApproved || a.GrantID == "" {
+		return toolapi.GrantCover{}, false
+	}
+	g, err := b.approvals.Grant(a.GrantID)
+	if err != nil || g.Kind != approval.GrantScoped {
+		return toolapi.GrantCover{}, false
+	}
+	return toolapi.GrantCover{GrantID: g.ID, By: g.CreatedBy, Scope: g.Description, ExpiresAt: g.ExpiresAt}, true
+}
 
 // Tokens returns the API tokens (for tests and the console).
 func (b *Bridge) Tokens() toolapi.Tokens { return b.tokens }
