@@ -126,7 +126,7 @@ func TestCommandHelp_NamesArgumentsAndFlagsAndExits0(t *testing.T) {
 		{"serve", "usage: robot-bridge serve [flags]", []string{"-config FILE", "-data-dir DIR", "-listen HOST:PORT", "-log-level LEVEL"}},
 		{"sim", "usage: robot-bridge sim [flags]", []string{"-config FILE", "-listen HOST:PORT", "-log-level LEVEL", "-transport KIND"}},
 		{"check-config", "usage: robot-bridge check-config FILE", nil},
-		{"tools", "usage: robot-bridge tools [flags]", []string{"-config FILE", "-format FORMAT"}},
+		{"tools", "usage: robot-bridge tools [flags]", []string{"-config FILE", "-format FORMAT", "-strict"}},
 		{"lifecycle", "usage: robot-bridge lifecycle [flags]", []string{"-write FILE"}},
 		{"help", "usage: robot-bridge help [COMMAND]", nil},
 	}
