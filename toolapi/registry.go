@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -234,10 +235,10 @@ var genericWords = map[string]bool{
 	"tool": true, "current": true, "now": true,
 }
 
-// contentWords returns a name's meaningful words, a trailing plural 's'
-// dropped.
-func contentWords(name string) map[string]bool {
-	out := map[string]bool{}
+// contentWords returns a name's meaningful words in order, a trailing
+// plural 's' dropped.
+func contentWords(name string) []string {
+	var out []string
 	for _, w := range strings.Split(name, "_") {
 		if w == "" || genericWords[w] {
 			continue
@@ -245,34 +246,46 @@ func contentWords(name string) map[string]bool {
 		if len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") {
 			w = strings.TrimSuffix(w, "s")
 		}
-		out[w] = true
+		if !genericWords[w] {
+			out = append(out, w)
+		}
 	}
 	return out
 }
 
 // nameSimilarity scores how alike a normalised query and a tool name are,
-// from 0 (nothing in common) to 1 (the same).
+// from 0 (nothing in common) to 1 (the same). Names are compared by their
+// meaningful words, so a shared "get_" does not make get_pose look like
+// get_task: the best of the edit distance between those words, one
+// containing the other ("cancel" in cancel_task), and the share of words
+// they have in common.
 func nameSimilarity(q, name string) float64 {
 	if q == name {
 		return 1
 	}
-	longest := max(len(q), len(name))
-	score := 1 - float64(levenshtein.ComputeDistance(q, name))/float64(longest)
-	short, long := q, name
+	qw, nw := contentWords(q), contentWords(name)
+	qs, ns := strings.Join(qw, "_"), strings.Join(nw, "_")
+	if qs == "" || ns == "" {
+		qs, ns = q, name
+	}
+	if qs == ns {
+		return 1
+	}
+	score := 1 - float64(levenshtein.ComputeDistance(qs, ns))/float64(max(len(qs), len(ns)))
+	short, long := qs, ns
 	if len(short) > len(long) {
 		short, long = long, short
 	}
-	// A name that contains the query (or the other way round) is a strong
-	// hint even when the edit distance is large ("move_base"); a short
-	// fragment ("to", "set") is not.
+	// A name that contains the query (or the other way round) is a hint
+	// even when the edit distance is large ("move_base"), the stronger the
+	// more of it matches; a short fragment ("arm", "to") is not.
 	if len(short) >= 4 && strings.Contains(long, short) {
-		score = max(score, 0.8)
+		score = max(score, 0.5+0.5*float64(len(short))/float64(len(long)))
 	}
-	qw, nw := contentWords(q), contentWords(name)
 	if len(qw) > 0 && len(nw) > 0 {
 		common := 0
-		for w := range qw {
-			if nw[w] {
+		for _, w := range qw {
+			if slices.Contains(nw, w) {
 				common++
 			}
 		}

@@ -185,19 +185,3 @@ func TestRegistry_KindsAndApprovalFromConfig(t *testing.T) {
 		})
 	}
 }
-
-func TestRegistry_Closest(t *testing.T) {
-	reg, err := NewRegistry(loadSimConfig(t))
-	require.NoError(t, err)
-	cases := map[string]string{
-		"mvoe_base_to":   "move_base_to",
-		"move_base":      "move_base_to",
-		"getRobotState":  "get_robot_state",
-		"get_task_state": "get_task",
-		"STOP":           "stop",
-		"cancel":         "cancel_task",
-	}
-	for in, want := range cases {
-		require.Equal(t, want, reg.Closest(in, 3)[0], in)
-	}
-}

@@ -509,6 +509,22 @@ type stateData struct {
 	StateAgeMS int64 `json:"state_age_ms"`
 }
 
+// stopData is the stop tool's data: actions.StopReport with the state's
+// stamp absent when the robot sent none.
+type stopData struct {
+	Text      string    `json:"text"`
+	Cancelled []string  `json:"cancelled,omitempty"`
+	State     stampless `json:"state"`
+	Robot     string    `json:"robot"`
+}
+
+// stampless is a robot.State whose stamp is left out when zero, never
+// encoded as 0001-01-01T00:00:00Z.
+type stampless struct {
+	robot.State
+	Stamp time.Time `json:"stamp,omitzero"`
+}
+
 func newStateData(obs robot.Observation) stateData {
 	st, cond := obs.State, obs.Condition()
 	return stateData{
@@ -629,7 +645,8 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		}
 		// The stop has left once Stop returns: only a state received
 		// after this instant can show the robot stopped.
-		return outcome{data: rep, text: text, stopSentAt: s.conf.Clock.Now()}
+		return outcome{data: stopData{Text: rep.Text, Cancelled: rep.Cancelled, State: stampless{rep.State, rep.State.Stamp}, Robot: rep.Robot},
+			text: text, stopSentAt: s.conf.Clock.Now()}
 	case ToolCancelTask:
 		id, _ := args["task_id"].(string)
 		v, err := s.conf.Tasks.Cancel(ctx, id, p.Name)
