@@ -107,8 +107,11 @@ func (c *OperatorConf) fill() error {
 		name  string
 		isNil bool
 	}{
-		{"Approvals", c.Approvals == nil}, {"Latches", c.Latches == nil}, {"Events", c.Events == nil},
-		{"Snapshot", c.Snapshot == nil}, {"Auth", c.Auth == nil},
+		{"Approvals", c.Approvals == nil},
+		{"Latches", c.Latches == nil},
+		{"Events", c.Events == nil},
+		{"Snapshot", c.Snapshot == nil},
+		{"Auth", c.Auth == nil},
 	} {
 		if req.isNil {
 			return fmt.Errorf("%w: %s is required", ErrConf, req.name)

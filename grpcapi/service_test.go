@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -347,4 +348,40 @@ func TestService_ListTools(t *testing.T) {
 			require.Empty(t, s.tools.recorded())
 		})
 	}
+}
+
+func TestService_ConnectJSONSaysWhatHTTPSays(t *testing.T) {
+	// Given a call the operator denied
+	s := startService(t, nil, nil)
+	s.tools.CallFn = func(_ context.Context, _ toolapi.Principal, req toolapi.CallRequest) toolapi.Envelope {
+		return toolapi.Envelope{
+			Tool: req.Tool, Robot: "stopped at (0.0, 0.0)",
+			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.ApprovalDenied, "the operator denied move_base_to: someone is in the way")),
+		}
+	}
+	// When a client posts the call as JSON over the Connect protocol, as
+	// curl or buf curl --protocol connect would
+	req, err := http.NewRequest("POST", s.url+"/robotbridge.v1.ToolService/CallTool",
+		strings.NewReader(`{"tool": "move_base_to", "arguments": {"x": 1, "y": 1}, "sessionId": "s-1"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+agentToken)
+	resp, err := s.h1.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var body struct {
+		Envelope map[string]any `json:"envelope"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	// Then the envelope says "ok": false, and the error's type is the
+	// HTTP API's string, with retryable and retryAfterMs present
+	env := body.Envelope
+	require.Contains(t, env, "ok")
+	require.Equal(t, false, env["ok"])
+	e := env["error"].(map[string]any)
+	require.Equal(t, "APPROVAL_DENIED", e["type"])
+	require.Equal(t, false, e["retryable"])
+	require.Equal(t, "0", e["retryAfterMs"])
+	require.Contains(t, e["message"], "someone is in the way")
 }
