@@ -250,19 +250,26 @@ func TestGrantCoveredCall_AnswersApprovedByTheGrantWithItsRealStatus(t *testing.
 			h := newHarness(t, func(c *Conf) {
 				if tc.covered {
 					c.GrantCover = func(id string) (GrantCover, bool) {
-						return GrantCover{GrantID: "grt_7", By: "ann", Scope: "move_arm_to the named poses ready, stowed",
-							ExpiresAt: time.Date(2026, 1, 2, 3, 14, 5, 0, time.UTC)}, id == "apr_1"
+						g := GrantCover{
+							GrantID: "grt_7", By: "ann", Scope: "move_arm_to the named poses ready, stowed",
+							ExpiresAt: time.Date(2026, 1, 2, 3, 14, 5, 0, time.UTC),
+						}
+						return g, id == "apr_1"
 					}
 				}
 			})
 			var gets atomic.Int32
 			h.tasks.SubmitFn = func(_ context.Context, r actions.Request) (actions.TaskView, error) {
-				return actions.TaskView{ID: "t-1", Tool: r.Tool, Arguments: r.Arguments, Status: fsm.AwaitingApproval, ApprovalID: "apr_1",
-					Text: "waiting for an operator to approve: move the arm to ready"}, nil
+				return actions.TaskView{
+					ID: "t-1", Tool: r.Tool, Arguments: r.Arguments, Status: fsm.AwaitingApproval, ApprovalID: "apr_1",
+					Text: "waiting for an operator to approve: move the arm to ready",
+				}, nil
 			}
 			h.tasks.GetFn = func(id string) (actions.TaskView, error) {
-				v := actions.TaskView{ID: id, Tool: ToolMoveArmTo, Status: fsm.AwaitingApproval, ApprovalID: "apr_1",
-					Text: "waiting for an operator to approve: move the arm to ready"}
+				v := actions.TaskView{
+					ID: id, Tool: ToolMoveArmTo, Status: fsm.AwaitingApproval, ApprovalID: "apr_1",
+					Text: "waiting for an operator to approve: move the arm to ready",
+				}
 				if gets.Add(1) > 2 && tc.covered {
 					v.Status, v.Text = fsm.Executing, "moving the arm to ready"
 					v.Progress = actions.Progress{Fraction: 0, Text: "moving the arm to ready"}
@@ -287,8 +294,10 @@ func TestGrantCoveredCall_AnswersApprovedByTheGrantWithItsRealStatus(t *testing.
 			require.NotContains(t, env.Text, "waiting for an operator")
 			var data TaskData
 			require.NoError(t, json.Unmarshal(env.Data, &data))
-			require.Equal(t, &GrantData{ID: "grt_7", By: "ann", Scope: "move_arm_to the named poses ready, stowed",
-				ExpiresAt: time.Date(2026, 1, 2, 3, 14, 5, 0, time.UTC), ExpiresInMS: 600000}, data.Grant)
+			require.Equal(t, &GrantData{
+				ID: "grt_7", By: "ann", Scope: "move_arm_to the named poses ready, stowed",
+				ExpiresAt: time.Date(2026, 1, 2, 3, 14, 5, 0, time.UTC), ExpiresInMS: 600000,
+			}, data.Grant)
 		})
 	}
 }

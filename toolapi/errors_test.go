@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,6 +218,9 @@ func TestValidation_Messages(t *testing.T) {
 		{"location with heading", "move_base_to", map[string]any{"theta_deg": 1, "location": "home"}, "arguments", "mix two ways"},
 		{"x without y", "move_base_to", map[string]any{"x": 1}, "y", "missing required field \"y\""},
 		{"neither form", "move_arm_to", map[string]any{}, "arguments", "give joints"},
+		{"no arguments to move the base", "move_base_to", map[string]any{}, "arguments", "no arguments given; give x and y (and optionally theta_deg), or location alone (one of dock, home, table), not both"},
+		{"heading alone", "move_base_to", map[string]any{"theta_deg": 90}, "x", "missing required field \"x\""},
+		{"pose and joints", "move_arm_to", map[string]any{"pose": "ready", "joints": map[string]any{"elbow": 1.0}}, "arguments", "mix two ways of calling it: give joints (an object of joint name to radians), or pose alone (one of reach_table, ready, stowed), not both"},
 		{"joint out of limits", "move_arm_to", map[string]any{"joints": map[string]any{"elbow": 3.0}}, "joints.elbow", "[-2.6, 2.6]"},
 		{"unknown joint", "move_arm_to", map[string]any{"joints": map[string]any{"knee": 1.0}}, "joints.knee", "allowed fields"},
 		{"unknown pose", "move_arm_to", map[string]any{"pose": "dab"}, "pose", "one of reach_table, ready, stowed"},
@@ -236,16 +240,22 @@ func TestValidation_Messages(t *testing.T) {
 			require.Equal(t, tc.field, te.Details["field"], te.Message)
 			require.Contains(t, te.Message, tc.contain)
 			require.NotEmpty(t, te.Details["allowed"])
+			if tl := tool; len(tl.forms) > 0 && tc.field == "arguments" {
+				require.Contains(t, te.SuggestionText(), tl.formsHint, "the suggestion says which form to use")
+			}
 		})
 	}
 	t.Run("valid forms pass", func(t *testing.T) {
 		for tool, a := range map[string]map[string]any{
-			"move_base_to": {"x": 1, "y": -1, "theta_deg": 90},
-			"move_arm_to":  {"joints": map[string]any{"elbow": -1.0}},
-			"grasp":        {"object_id": "red_cup"},
-			"stop":         {},
+			"move_base_to":          {"x": 1, "y": -1, "theta_deg": 90},
+			"move_base_to/xy":       {"x": 1, "y": -1},
+			"move_base_to/location": {"location": "home"},
+			"move_arm_to/pose":      {"pose": "ready"},
+			"move_arm_to":           {"joints": map[string]any{"elbow": -1.0}},
+			"grasp":                 {"object_id": "red_cup"},
+			"stop":                  {},
 		} {
-			tl, _ := reg.Lookup(tool)
+			tl, _ := reg.Lookup(strings.Split(tool, "/")[0])
 			require.Nil(t, tl.Validate(a), tool)
 		}
 	})

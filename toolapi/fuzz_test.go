@@ -2,6 +2,7 @@ package toolapi
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -120,4 +121,69 @@ func FuzzDecodeToolCalls(f *testing.F) {
 			keys[pc.req.IdempotencyKey] = i
 		}
 	})
+}
+
+// FuzzValidateArguments feeds every tool's null dropping and validation
+// arbitrary JSON arguments (a strict-mode model's nulls among them). It
+// must never panic or change the caller's arguments; dropping is
+// idempotent; and arguments that pass validation hold no null anywhere,
+// since a null is absent only where the argument is optional and wrong
+// where it is required.
+func FuzzValidateArguments(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"x": 1, "y": 2, "theta_deg": null, "location": null}`, `{"location": "home", "x": null}`,
+		`{"pose": null, "joints": {"elbow": -1, "wrist": null}}`, `{"joints": {"elbow": null}}`, `{"task_id": null}`,
+		`{"x": null, "y": null}`, `{"joints": null, "pose": "ready"}`, `{"reason": null}`, `{"nope": null}`,
+	} {
+		f.Add(s)
+	}
+	reg, err := NewRegistry(loadSimConfig(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, tool := range reg.Tools() {
+			var args, before map[string]any
+			if json.Unmarshal([]byte(s), &args) != nil || json.Unmarshal([]byte(s), &before) != nil {
+				return
+			}
+			out := tool.WithoutOptionalNulls(args)
+			if !reflect.DeepEqual(args, before) {
+				t.Fatalf("%s: dropping nulls changed the caller's arguments %s", tool.Name, s)
+			}
+			if again := tool.WithoutOptionalNulls(out); !reflect.DeepEqual(again, out) {
+				t.Fatalf("%s: dropping nulls twice differs for %s", tool.Name, s)
+			}
+			te := tool.Validate(out)
+			if te != nil {
+				if te.Type != toolerr.InvalidParams || te.Details["field"] == nil || te.Message == "" {
+					t.Fatalf("%s: bad error for %s: %+v", tool.Name, s, te)
+				}
+				continue
+			}
+			if hasNull(out) {
+				t.Fatalf("%s: accepted a null in %s", tool.Name, s)
+			}
+		}
+	})
+}
+
+func hasNull(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if hasNull(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // guard is the per-session rate limit, call budget and loop guard. A
-// session is the agent's session_id scoped by its principal.
+// session is the agent's session_id scoped by its principal; for the loop
+// guard, a call without a session_id is keyed by its connection instead
+// (loopKey in conn.go).
 type guard struct {
 	rate      float64
 	burst     float64

@@ -116,7 +116,7 @@ func checkAnthropicTool(i int, tool map[string]any) error {
 		}
 	}
 	if err := compilesAsJSONSchema(s); err != nil {
-		return fmt.Errorf("%s.input_schema: JSON schema is invalid - please consult https://json-schema.org or our documentation at https://docs.anthropic.com/en/docs/tool-use: %v", at, err)
+		return fmt.Errorf("%s.input_schema: JSON schema is invalid - please consult https://json-schema.org or our documentation at https://docs.anthropic.com/en/docs/tool-use: %w", at, err)
 	}
 	return nil
 }
@@ -166,7 +166,7 @@ func checkOpenAITool(i int, tool map[string]any) error {
 		}
 	}
 	if err := compilesAsJSONSchema(params); err != nil {
-		return fmt.Errorf("Invalid schema for function '%s': %v", name, err)
+		return fmt.Errorf("Invalid schema for function '%s': %w", name, err)
 	}
 	if err := walkSchema(params, nil, func(s map[string]any, ctx []string) error {
 		if hasType(s, "array") {

@@ -645,8 +645,8 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		}
 		// The stop has left once Stop returns: only a state received
 		// after this instant can show the robot stopped.
-		return outcome{data: stopData{Text: rep.Text, Cancelled: rep.Cancelled, State: stampless{rep.State, rep.State.Stamp}, Robot: rep.Robot},
-			text: text, stopSentAt: s.conf.Clock.Now()}
+		data := stopData{Text: rep.Text, Cancelled: rep.Cancelled, State: stampless{rep.State, rep.State.Stamp}, Robot: rep.Robot}
+		return outcome{data: data, text: text, stopSentAt: s.conf.Clock.Now()}
 	case ToolCancelTask:
 		id, _ := args["task_id"].(string)
 		v, err := s.conf.Tasks.Cancel(ctx, id, p.Name)
