@@ -56,7 +56,7 @@ func ErrorBodyOf(err error) *ErrorBody {
 	if !typ.Valid() {
 		typ = toolerr.Internal
 	}
-	msg := te.Message
+	msg := te.MessageText()
 	if msg == "" {
 		msg = string(typ)
 	}
@@ -69,28 +69,17 @@ func ErrorBodyOf(err error) *ErrorBody {
 
 // retryAfterMS is an error's retry_after_ms: 0 for an error that must not
 // be retried; for a retryable one the producer's wait, or the type's
-// default when it set none, so an agent is never told "retry" with "after
-// 0 ms" (a tight loop). A wait under a millisecond counts as one.
+// default (toolerr.DefaultRetryAfter) when it set none, so an agent is
+// never told "retry" with "after 0 ms" (a tight loop). A wait under a
+// millisecond counts as one.
 func retryAfterMS(typ toolerr.Type, retryable bool, d time.Duration) int64 {
 	if !retryable {
 		return 0
 	}
 	if d <= 0 {
-		d = defaultRetryAfter(typ)
+		d = toolerr.DefaultRetryAfter(typ)
 	}
 	return max(1, d.Milliseconds())
-}
-
-// defaultRetryAfter is the wait a retryable error of type t carries when
-// its producer set none.
-func defaultRetryAfter(t toolerr.Type) time.Duration {
-	switch t {
-	case toolerr.ApprovalPending:
-		return 5 * time.Second
-	case toolerr.RobotBusy, toolerr.Unavailable:
-		return 2 * time.Second
-	}
-	return time.Second
 }
 
 // TaskData is get_task's data: the whole task as the agent sees it.

@@ -548,7 +548,7 @@ func lastKnown(te *toolerr.Error, obs robot.Observation) outcome {
 	was := fmt.Sprintf("last known %s ago: %s", age, then.Summary())
 	te.Message = why + "; " + was + "; it may have moved since"
 	if te.RetryAfter <= 0 {
-		te.RetryAfter = defaultRetryAfter(toolerr.Unavailable)
+		te.RetryAfter = toolerr.DefaultRetryAfter(toolerr.Unavailable)
 	}
 	te.With("link_up", obs.LinkUp).With("last_known", true).With("state_age_ms", obs.Age().Milliseconds())
 	text := fmt.Sprintf("The robot cannot be reached now: %s; %s. It may have moved since; wait %d ms before reading it again, "+
@@ -579,7 +579,7 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 	// polls a failed task look like one stuck in a loop.
 	text := taskText(v)
 	if te := taskError(v); te != nil {
-		text = fmt.Sprintf("Task %s (%s) ended %s with %s: %s Suggestion: %s", v.ID, v.Tool, v.Status, te.Type, te.Message, te.SuggestionText())
+		text = fmt.Sprintf("Task %s (%s) ended %s with %s: %s Suggestion: %s", v.ID, v.Tool, v.Status, te.Type, te.MessageText(), te.SuggestionText())
 	}
 	return outcome{data: taskData(v), task: taskRef(v), text: text}
 }
