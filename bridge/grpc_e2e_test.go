@@ -14,7 +14,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
 )
 
-// The gRPC / Connect front end (DESIGN.md §3.1) over a real loopback
+// The gRPC / Connect front end (docs/DESIGN.md §3.1) over a real loopback
 // listener: the bridge booted in-process, a gRPC client speaking HTTP/2
 // without TLS (h2c, prior knowledge) and a Connect client speaking
 // HTTP/1.1, both generated from proto/. Each checks what the HTTP API
