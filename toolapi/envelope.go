@@ -56,7 +56,7 @@ func ErrorBodyOf(err error) *ErrorBody {
 	if !typ.Valid() {
 		typ = toolerr.Internal
 	}
-	msg := te.MessageText()
+	msg := te.Message
 	if msg == "" {
 		msg = string(typ)
 	}
