@@ -34,7 +34,7 @@ type IdemRecord struct {
 	// Error is the outcome of a first request that failed without
 	// creating a task (replayed as is).
 	Error     *ErrorBody `json:"error,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
+	CreatedAt time.Time  `json:"created_at,omitzero"`
 }
 
 // IdempotencyStore remembers idempotency keys for at least 24 hours.
