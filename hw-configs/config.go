@@ -189,7 +189,7 @@ type Config struct {
 	Base       BaseConf              `yaml:"base"`
 	Arm        *ArmConf              `yaml:"arm,omitempty"`
 	Gripper    *GripperConf          `yaml:"gripper,omitempty"`
-	Locations  map[string]Location   `yaml:"locations"`
+	Locations  map[string]Location   `yaml:"locations,omitempty"`
 	Poses      map[string]ArmPose    `yaml:"poses,omitempty"`
 	SafePose   SafePoseConf          `yaml:"safe_pose"`
 	Camera     *CameraConf           `yaml:"camera,omitempty"`
@@ -225,19 +225,28 @@ type ROSConf struct {
 	// drives) or "cmd_vel" (the bridge closes the loop on odometry)
 	// (optional). It defaults to move_base.
 	BaseMode string `yaml:"base_mode,omitempty"`
-	// OdomTopic carries nav_msgs/Odometry (optional). It defaults to odom.
+	// OdomTopic carries nav_msgs/Odometry, the one input every robot must
+	// have: the bridge refuses to start until it has a publisher, and "none"
+	// is refused (optional). It defaults to odom.
 	OdomTopic string `yaml:"odom_topic,omitempty"`
-	// JointStatesTopic carries sensor_msgs/JointState (optional). It
-	// defaults to joint_states.
+	// JointStatesTopic carries sensor_msgs/JointState, the arm's joints and
+	// the gripper joint (optional). It defaults to joint_states on a robot
+	// with an arm, which must have it; a robot without an arm reads none.
 	JointStatesTopic string `yaml:"joint_states_topic,omitempty"`
-	// BatteryTopic carries sensor_msgs/BatteryState (optional). It defaults
-	// to battery_state.
+	// BatteryTopic carries sensor_msgs/BatteryState (optional). Unset or
+	// "none" means the robot reports no battery to the bridge; a name means
+	// the bridge waits at start for its publisher. It defaults to none.
 	BatteryTopic string `yaml:"battery_topic,omitempty"`
 	// DetectionsTopic carries vision_msgs/Detection2DArray (optional). It
-	// defaults to detections.
+	// defaults to detections on a robot with a camera, which must have it;
+	// a robot without a camera reads none.
 	DetectionsTopic string `yaml:"detections_topic,omitempty"`
-	// EStopTopic carries the robot's e-stop state (optional). It defaults
-	// to estop.
+	// EStopTopic carries the robot's hardware e-stop state as std_msgs/Bool
+	// (optional). Unset or "none" means the robot reports no hardware
+	// e-stop: the bridge's software e-stop is then the only one, and
+	// get_safety_status says so. A name means the bridge waits at start for
+	// its publisher and latches its e-stop when the robot's engages. It
+	// defaults to none.
 	EStopTopic string `yaml:"estop_topic,omitempty"`
 	// CmdVelTopic takes geometry_msgs/Twist (optional). It defaults to
 	// cmd_vel.
@@ -297,9 +306,13 @@ type BaseConf struct {
 	MaxLinearAccel float64 `yaml:"max_linear_accel"`
 	// MaxAngularAccel in rad/s², > 0.
 	MaxAngularAccel float64 `yaml:"max_angular_accel"`
-	// GoalTolerance in metres, > 0 (optional). It defaults to 0.05.
+	// GoalTolerance in metres, > 0: how close the bridge's own check wants
+	// the base to a target (optional). A location may set its own. It
+	// defaults to 0.05.
 	GoalTolerance float64 `yaml:"goal_tolerance,omitempty"`
-	// YawToleranceDeg in degrees, in (0, 180] (optional). It defaults to 3.
+	// YawToleranceDeg in degrees, in (0, 180]: how close the bridge's own
+	// check wants the heading to a requested one (optional). A location may
+	// set its own. It defaults to 3.
 	YawToleranceDeg float64 `yaml:"yaw_tolerance_deg,omitempty"`
 	// Radius is the footprint radius in metres (optional). It defaults to
 	// 0.3. The limits treat the base as a disc of this radius along its
@@ -360,14 +373,25 @@ type Vec3Conf struct {
 
 // Location is a named base pose in the room frame. The base's footprint at
 // (x, y) must fit inside base.workspace, clear of surfaces and keep-out
-// regions; a location that does not is refused when the config loads.
-// Every robot has a base, so home, table and dock are required.
+// regions; a location that does not is refused when the config loads. No
+// location name is required: a robot without named locations is driven by
+// coordinates alone.
 type Location struct {
-	X        float64 `yaml:"x"`
-	Y        float64 `yaml:"y"`
+	X float64 `yaml:"x" jsonschema:"required"`
+	Y float64 `yaml:"y" jsonschema:"required"`
+	// ThetaDeg is the heading in degrees, counter-clockwise from +x, in
+	// [-360, 360] (optional). It defaults to 0.
 	ThetaDeg float64 `yaml:"theta_deg"`
 	// Description says what is there, for the model (optional).
 	Description string `yaml:"description,omitempty"`
+	// GoalTolerance in metres, > 0: how close the bridge's own check wants
+	// the base to this location (optional). It defaults to
+	// base.goal_tolerance.
+	GoalTolerance float64 `yaml:"goal_tolerance,omitempty"`
+	// YawToleranceDeg in degrees, in (0, 180]: how close the bridge's own
+	// check wants the heading to theta_deg (optional). It defaults to
+	// base.yaw_tolerance_deg.
+	YawToleranceDeg float64 `yaml:"yaw_tolerance_deg,omitempty"`
 }
 
 // ArmPose is a named arm pose: joint name → position in radians. Every arm
@@ -422,8 +446,9 @@ type CameraConf struct {
 // WorldConf describes the room: its bounds, the surfaces objects rest on and
 // named regions.
 type WorldConf struct {
-	// Bounds is the room's outline (room frame polygon).
-	Bounds   []Point2      `yaml:"bounds"`
+	// Bounds is the room's outline (room frame polygon) (optional). It
+	// defaults to base.workspace.
+	Bounds   []Point2      `yaml:"bounds,omitempty"`
 	Surfaces []SurfaceConf `yaml:"surfaces,omitempty"`
 	Regions  []RegionConf  `yaml:"regions,omitempty"`
 }

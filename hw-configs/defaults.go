@@ -1,6 +1,9 @@
 package hwconfig
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Documented defaults. Each matches the "It defaults to …" sentence on its
 // field; other packages may read them (e.g. to describe a config) but must
@@ -26,10 +29,12 @@ const (
 	DefaultROSNodeName       = "robot_bridge"
 	DefaultROSBaseMode       = BaseModeMoveBase
 	DefaultROSOdomTopic      = "odom"
-	DefaultROSJointStates    = "joint_states"
-	DefaultROSBatteryTopic   = "battery_state"
-	DefaultROSDetections     = "detections"
-	DefaultROSEStopTopic     = "estop"
+	// DefaultROSJointStates is the joint_states_topic of a robot with an
+	// arm; one without reads no joints.
+	DefaultROSJointStates = "joint_states"
+	// DefaultROSDetections is the detections_topic of a robot with a
+	// camera; one without reads no detections.
+	DefaultROSDetections = "detections"
 	DefaultROSCmdVelTopic    = "cmd_vel"
 	DefaultROSMoveBaseAction = "move_base"
 	DefaultROSArmAction      = "arm_controller/follow_joint_trajectory"
@@ -41,6 +46,12 @@ const (
 
 	DefaultMQTTTopicPrefix = "robots"
 )
+
+// TopicNone, as the name of an optional input topic (estop_topic,
+// battery_topic, and joint_states_topic or detections_topic on a robot
+// without an arm or camera), says that the robot has no such input. A
+// topic really called "none" is written "/none".
+const TopicNone = "none"
 
 // ROS base modes (ROSConf.BaseMode).
 const (
@@ -56,6 +67,11 @@ const (
 func (c *Config) ApplyDefaults() {
 	b := &c.Base
 	setF(&b.GoalTolerance, DefaultGoalTolerance)
+	if len(c.World.Bounds) == 0 {
+		// The room is at least the workspace: a robot whose limits are its
+		// workspace needs no second outline.
+		c.World.Bounds = slices.Clone(b.Workspace)
+	}
 	setF(&b.YawToleranceDeg, DefaultYawToleranceDeg)
 	setF(&b.Radius, DefaultBaseRadius)
 
@@ -103,10 +119,16 @@ func (c *Config) ApplyDefaults() {
 		setS(&r.NodeName, DefaultROSNodeName)
 		setS(&r.BaseMode, DefaultROSBaseMode)
 		setS(&r.OdomTopic, DefaultROSOdomTopic)
-		setS(&r.JointStatesTopic, DefaultROSJointStates)
-		setS(&r.BatteryTopic, DefaultROSBatteryTopic)
-		setS(&r.DetectionsTopic, DefaultROSDetections)
-		setS(&r.EStopTopic, DefaultROSEStopTopic)
+		// Optional inputs: joints only on a robot with an arm, detections
+		// only with a camera; battery and e-stop only when named, because a
+		// default name nobody publishes would keep the bridge from starting
+		// and a robot without them is common.
+		if c.HasArm() {
+			setS(&r.JointStatesTopic, DefaultROSJointStates)
+		}
+		if c.HasCamera() {
+			setS(&r.DetectionsTopic, DefaultROSDetections)
+		}
 		setS(&r.CmdVelTopic, DefaultROSCmdVelTopic)
 		setS(&r.MoveBaseAction, DefaultROSMoveBaseAction)
 		setS(&r.Frame, DefaultROSFrame)

@@ -195,3 +195,59 @@ func (c *Config) Clone() *Config {
 	}
 	return &out
 }
+
+// InputTopic returns an optional input topic's name as configured, and
+// false when the robot has no such input (the name is unset or "none").
+func InputTopic(name string) (string, bool) {
+	if name == "" || name == TopicNone {
+		return "", false
+	}
+	return name, true
+}
+
+// HardwareEStop says where the robot reports its own (hardware) e-stop,
+// in words for an operator or an agent ("the robot's estop topic
+// (std_msgs/Bool)", "the simulator's e-stop"), and false when it reports
+// none: a ROS robot without transport.ros.estop_topic. Without one the
+// bridge's software e-stop is the only e-stop the bridge knows of, and
+// get_safety_status must say so rather than claim a hardware one. Only
+// the simulator and a ROS robot with an e-stop topic report one.
+func (c *Config) HardwareEStop() (string, bool) {
+	switch c.Transport.Kind {
+	case TransportSim:
+		return "the simulator's e-stop", true
+	case TransportROS:
+		if r := c.Transport.ROS; r != nil {
+			if t, ok := InputTopic(r.EStopTopic); ok {
+				return "the robot's ROS topic " + t + " (std_msgs/Bool)", true
+			}
+		}
+	}
+	// No other transport reads a robot-side e-stop.
+	return "", false
+}
+
+// GoalTolerance returns the tolerances the bridge's own check of a base
+// goal uses: the location's goal_tolerance (metres) and yaw_tolerance_deg
+// (degrees) when it sets them, else base.goal_tolerance and
+// base.yaw_tolerance_deg, else the documented defaults. An empty or
+// unknown location name gives the base's values (a goal given by
+// coordinates).
+func (c *Config) GoalTolerance(location string) (metres, yawDeg float64) {
+	metres, yawDeg = c.Base.GoalTolerance, c.Base.YawToleranceDeg
+	if l, ok := c.Locations[location]; ok {
+		if l.GoalTolerance > 0 {
+			metres = l.GoalTolerance
+		}
+		if l.YawToleranceDeg > 0 {
+			yawDeg = l.YawToleranceDeg
+		}
+	}
+	if !(metres > 0) {
+		metres = DefaultGoalTolerance
+	}
+	if !(yawDeg > 0) {
+		yawDeg = DefaultYawToleranceDeg
+	}
+	return metres, yawDeg
+}

@@ -87,6 +87,10 @@ func TestParse_GoodFixtures(t *testing.T) {
 			tools: []string{ToolMoveBaseTo, ToolReturnToSafePose, ToolStop, ToolCancelTask},
 		},
 		{
+			file: "base-only-ros-minimal.yaml", kind: TransportROS,
+			tools: []string{ToolMoveBaseTo, ToolReturnToSafePose, ToolStop, ToolCancelTask},
+		},
+		{
 			file: "arm-no-gripper-mqtt.yaml", kind: TransportMQTT, arm: true, cam: true,
 			tools: []string{ToolMoveBaseTo, ToolMoveArmTo, ToolReturnToSafePose, ToolStop, ToolCancelTask},
 		},
@@ -150,7 +154,6 @@ var badFixtures = map[string]struct{ field, allowed string }{
 	"location-in-inflated-keep-out":          {"locations.home", "outside every keep-out region by at least base.radius (0.3 m)"},
 	"location-footprint-on-table":            {"locations.table", "at least base.radius (0.3 m) from every surface"},
 	"location-footprint-over-workspace-edge": {"locations.dock", "at least base.radius (0.3 m) inside base.workspace"},
-	"missing-location-dock":                  {"locations.dock", "home, table, dock"},
 	"workspace-outside-bounds":               {"base.workspace", "x in [-5, 5], y in [-5, 5]"},
 	"workspace-two-points":                   {"base.workspace", "at least 3"},
 	"workspace-self-intersecting":            {"base.workspace", "simple outline"},
@@ -329,11 +332,11 @@ func TestLoad_MissingFileIsNotInvalid(t *testing.T) {
 }
 
 func TestParse_ValidationProblemsCarryLines(t *testing.T) {
-	// Given the shipped config with a bad joint limit and a missing location
+	// Given the shipped config with a bad joint limit and a missing stall timeout
 	good, err := os.ReadFile(shippedConfig)
 	require.NoError(t, err)
 	src := strings.Replace(string(good), "min: -0.6, max: 1.6", "min: 2.0, max: 1.6", 1)
-	src = strings.Replace(src, "  home:  {x: 0.0,  y: 0.0, theta_deg: 0,   description: centre of the room}\n", "", 1)
+	src = strings.Replace(src, "  stall_timeout: 3s\n", "", 1)
 
 	// When it is parsed
 	_, err = Parse([]byte(src))
@@ -346,9 +349,9 @@ func TestParse_ValidationProblemsCarryLines(t *testing.T) {
 	jmin := ve.Field("arm.joints[1].min")
 	require.NotNil(t, jmin)
 	require.Contains(t, lines[jmin.Line-1], "min: 2.0")
-	home := ve.Field("locations.home")
-	require.NotNil(t, home)
-	require.Equal(t, "locations:", lines[home.Line-1])
+	stall := ve.Field("safety.stall_timeout")
+	require.NotNil(t, stall)
+	require.Equal(t, "safety:", lines[stall.Line-1])
 }
 
 func TestDecode_DoesNotApplyDefaultsOrValidate(t *testing.T) {

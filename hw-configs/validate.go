@@ -21,11 +21,6 @@ const (
 	MaxClassLabels = 1024
 )
 
-// RequiredLocations are the named locations every robot must define: every
-// robot has a base, and the agent and the operator console rely on these
-// three names.
-var RequiredLocations = []string{"home", "table", "dock"}
-
 var (
 	robotIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	namePattern        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -247,10 +242,11 @@ func (v *validator) ros(r *ROSConf) {
 		{"heartbeat_topic", r.HeartbeatTopic},
 	}
 	for _, n := range names {
-		if n.val != "" && !rosNamePattern.MatchString(n.val) {
+		if n.val != "" && n.val != TopicNone && !rosNamePattern.MatchString(n.val) {
 			v.p.add(p+n.key, n.val, rosNameAllowed, "%q is not a valid ROS name", n.val)
 		}
 	}
+	v.rosNone(r)
 	if r.GripperJoint != "" && strings.ContainsAny(r.GripperJoint, " \t\n") {
 		v.p.add(p+"gripper_joint", r.GripperJoint, "a joint name without spaces", "%q contains whitespace", r.GripperJoint)
 	}
@@ -258,6 +254,29 @@ func (v *validator) ros(r *ROSConf) {
 		v.p.add(p+"frame", r.Frame, "a tf frame id like map or odom", "%q is not a valid frame id", r.Frame)
 	}
 	v.classLabels(r.ClassLabels)
+}
+
+// rosNone refuses "none" where the robot cannot do without the
+// interface: odometry is every robot's state, the bridge's stop goes out on
+// cmd_vel, a move_base robot needs its action, an arm its joint states and
+// a camera its detections. Battery and e-stop may be none.
+func (v *validator) rosNone(r *ROSConf) {
+	const p = "transport.ros."
+	required := []struct {
+		key, val, why, allowed string
+		need              bool
+	}{
+		{"odom_topic", r.OdomTopic, "odometry is the robot's pose and velocity, which every motion is checked against", "the nav_msgs/Odometry topic, e.g. odom", true},
+		{"cmd_vel_topic", r.CmdVelTopic, "the bridge publishes its zero-velocity stop there (and drives there in cmd_vel mode)", "the geometry_msgs/Twist topic, e.g. cmd_vel", true},
+		{"move_base_action", r.MoveBaseAction, "base_mode move_base sends every base goal to it", "the move_base_msgs/MoveBase action, e.g. move_base, or base_mode: cmd_vel", r.BaseMode != BaseModeCmdVel},
+		{"joint_states_topic", r.JointStatesTopic, "the arm's joint positions come from it", "the sensor_msgs/JointState topic, e.g. joint_states", v.c.HasArm()},
+		{"detections_topic", r.DetectionsTopic, "the camera's detections come from it", "the vision_msgs/Detection2DArray topic, e.g. detections, or no camera section", v.c.HasCamera()},
+	}
+	for _, q := range required {
+		if q.need && q.val == TopicNone {
+			v.p.add(p+q.key, q.val, q.allowed, "cannot be none: %s", q.why)
+		}
+	}
 }
 
 // classLabels checks transport.ros.class_labels: the list is the label
@@ -400,7 +419,14 @@ func properCross(a, b, c, d geom.Point) bool {
 
 func (v *validator) world() {
 	w := v.c.World
-	if v.polygon("world.bounds", w.Bounds) {
+	if slices.Equal(w.Bounds, v.c.Base.Workspace) {
+		// Bounds defaulted to (or repeat) the workspace: a broken polygon
+		// is reported once, on base.workspace.
+		quiet := &validator{c: v.c}
+		if quiet.polygon("world.bounds", w.Bounds) {
+			v.bounds = toPolygon(w.Bounds)
+		}
+	} else if v.polygon("world.bounds", w.Bounds) {
 		v.bounds = toPolygon(w.Bounds)
 	}
 	seen := map[string]string{}
@@ -598,11 +624,6 @@ func (v *validator) footprint() (*geom.Footprint, []placeName) {
 }
 
 func (v *validator) locations() {
-	for _, name := range RequiredLocations {
-		if _, ok := v.c.Locations[name]; !ok {
-			v.p.add("locations."+name, nil, "every robot defines "+strings.Join(RequiredLocations, ", "), "is missing")
-		}
-	}
 	for _, name := range sortedKeys(v.c.Locations) {
 		l := v.c.Locations[name]
 		f := "locations." + name
@@ -611,6 +632,12 @@ func (v *validator) locations() {
 			continue
 		}
 		v.inRange(f+".theta_deg", l.ThetaDeg, -360, 360, false, "degrees")
+		if l.GoalTolerance != 0 {
+			v.positive(f+".goal_tolerance", l.GoalTolerance, "m (or leave it out for base.goal_tolerance)")
+		}
+		if l.YawToleranceDeg != 0 {
+			v.inRange(f+".yaw_tolerance_deg", l.YawToleranceDeg, 0, 180, true, "degrees (or leave it out for base.yaw_tolerance_deg)")
+		}
 		v.place(f, l.X, l.Y)
 	}
 }
