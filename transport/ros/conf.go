@@ -146,7 +146,8 @@ type settings struct {
 	names   names
 }
 
-// names are the resolved (absolute) graph names.
+// names are the resolved (absolute) graph names; an optional input the
+// robot does not have (joints, battery, detections, estop) is "".
 type names struct {
 	node, odom, joints, battery, detections, estop, cmdVel, heartbeat string
 	moveBase, arm, gripper, labels                                    string
@@ -165,6 +166,18 @@ func ResolveName(node, name string) string {
 		return "/" + node + "/" + strings.TrimPrefix(strings.TrimPrefix(name, "~"), "/")
 	}
 	return "/" + name
+}
+
+// ResolveInput resolves an optional input topic (e-stop, battery, joint
+// states, detections) like ResolveName, and returns "" when the config
+// says the robot has no such input (unset or "none"): the driver then
+// neither subscribes to it nor waits for its publisher.
+func ResolveInput(node, name string) string {
+	t, ok := hwconfig.InputTopic(name)
+	if !ok {
+		return ""
+	}
+	return ResolveName(node, t)
 }
 
 // MasterAddress returns the master's URI from the config or ROS_MASTER_URI,
@@ -236,9 +249,9 @@ func newSettings(c Conf) (settings, error) {
 	hb := HeartbeatTopic(&rc)
 	n := rc.NodeName
 	s.names = names{
-		node: n, odom: ResolveName(n, rc.OdomTopic), joints: ResolveName(n, rc.JointStatesTopic),
-		battery: ResolveName(n, rc.BatteryTopic), detections: ResolveName(n, rc.DetectionsTopic),
-		estop: ResolveName(n, rc.EStopTopic), cmdVel: ResolveName(n, rc.CmdVelTopic),
+		node: n, odom: ResolveName(n, rc.OdomTopic), joints: ResolveInput(n, rc.JointStatesTopic),
+		battery: ResolveInput(n, rc.BatteryTopic), detections: ResolveInput(n, rc.DetectionsTopic),
+		estop: ResolveInput(n, rc.EStopTopic), cmdVel: ResolveName(n, rc.CmdVelTopic),
 		heartbeat: ResolveName(n, hb), moveBase: ResolveName(n, rc.MoveBaseAction),
 		arm: ResolveName(n, rc.ArmAction), gripper: ResolveName(n, rc.GripperAction),
 	}

@@ -57,6 +57,11 @@ type Driver struct {
 	cmdMu   sync.Mutex
 	stopGen uint64             // guarded by cmdMu
 	current [numActions]string // guarded by cmdMu: goal id the bridge cares about
+	// cmdOf is the bridge's command id of each current goal, and reached
+	// the command id of the last base goal the robot's controller reported
+	// SUCCEEDED with its text (guarded by cmdMu), for GoalSucceeded.
+	cmdOf   [numActions]string
+	reached struct{ cmdID, text string }
 	drive   *driveGoal         // guarded by cmdMu: the cmd_vel controller's goal
 	refresh time.Time          // guarded by cmdMu: last Refresh (cmd_vel watchdog)
 	// echoCancel ends the echoes of the last stop (guarded by cmdMu); a
@@ -107,6 +112,7 @@ var _ interface {
 	Latest() (robot.State, bool)
 	Subscribe() (<-chan robot.State, func())
 	LinkUp() bool
+	GoalSucceeded(string) (string, bool)
 	Start(context.Context) error
 	Close() error
 } = (*Driver)(nil)
@@ -555,6 +561,10 @@ func (d *Driver) onTerminal(a action, g *rosaction.Goal) {
 	cur := d.current[a] == g.ID
 	if cur {
 		d.current[a] = ""
+		if a == actBase && s == rosaction.Succeeded {
+			d.reached.cmdID, d.reached.text = d.cmdOf[a], text
+		}
+		d.cmdOf[a] = ""
 	}
 	d.cmdMu.Unlock()
 	name := actionName(a, d.set.names)
@@ -628,7 +638,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			return d.startDrive(*cmd.Base, gen)
 		}
 		m := BaseGoalToMsg(*cmd.Base, st.Base, d.set.rc.Frame, d.clk.Now())
-		return d.sendGoal(ctx, actBase, gen, func() (*rosaction.Goal, error) { return s.base.Send(m, d.set.names.node) }, s.base.Cancel)
+		return d.sendGoal(ctx, actBase, cmd.ID, gen, func() (*rosaction.Goal, error) { return s.base.Send(m, d.set.names.node) }, s.base.Cancel)
 	case robot.CmdMoveArm:
 		if s.arm == nil {
 			return fmt.Errorf("ros send %q: arm goal: %w", cmd.ID, ErrNoInterface)
@@ -637,7 +647,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			return fmt.Errorf("ros send %q: arm goal has %d positions for %d joints", cmd.ID, len(cmd.Arm.Positions), len(d.jnames))
 		}
 		m := ArmGoalToMsg(*cmd.Arm, d.set.cfg.Arm.Joints, st.JointPositions())
-		return d.sendGoal(ctx, actArm, gen, func() (*rosaction.Goal, error) { return s.arm.Send(m, d.set.names.node) }, s.arm.Cancel)
+		return d.sendGoal(ctx, actArm, cmd.ID, gen, func() (*rosaction.Goal, error) { return s.arm.Send(m, d.set.names.node) }, s.arm.Cancel)
 	case robot.CmdGripper:
 		if s.grip == nil {
 			return fmt.Errorf("ros send %q: gripper goal: %w", cmd.ID, ErrNoInterface)
@@ -652,7 +662,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 				m.Goal.Command.MaxEffort = cmd.Gripper.Force
 			}
 		}
-		return d.sendGoal(ctx, actGripper, gen, func() (*rosaction.Goal, error) {
+		return d.sendGoal(ctx, actGripper, cmd.ID, gen, func() (*rosaction.Goal, error) {
 			g, err := s.grip.Send(m, d.set.names.node)
 			if err == nil {
 				d.stMu.Lock()
@@ -673,7 +683,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 
 // sendGoal publishes a goal (unless a Stop came first) and waits for its
 // acknowledgement.
-func (d *Driver) sendGoal(ctx context.Context, a action, gen uint64, send func() (*rosaction.Goal, error), cancel func(*rosaction.Goal)) error {
+func (d *Driver) sendGoal(ctx context.Context, a action, cmdID string, gen uint64, send func() (*rosaction.Goal, error), cancel func(*rosaction.Goal)) error {
 	name := actionName(a, d.set.names)
 	d.cmdMu.Lock()
 	if d.stopGen != gen {
@@ -689,6 +699,7 @@ func (d *Driver) sendGoal(ctx context.Context, a action, gen uint64, send func()
 		return &GoalError{Action: name, Err: err}
 	}
 	d.current[a] = g.ID
+	d.cmdOf[a] = cmdID
 	d.cmdMu.Unlock()
 
 	wctx := ctx
@@ -707,7 +718,7 @@ func (d *Driver) sendGoal(ctx context.Context, a action, gen uint64, send func()
 		cancel(g)
 		d.cmdMu.Lock()
 		if d.current[a] == g.ID {
-			d.current[a] = ""
+			d.current[a], d.cmdOf[a] = "", ""
 		}
 		d.cmdMu.Unlock()
 		return &GoalError{Action: name, GoalID: g.ID, Err: fmt.Errorf("%w: %w", ErrNoAnswer, err)}
@@ -719,6 +730,28 @@ func (d *Driver) sendGoal(ctx context.Context, a action, gen uint64, send func()
 		return &GoalError{Action: name, GoalID: g.ID, State: s.String(), Text: text, Err: ErrGoalRejected}
 	}
 	return &GoalError{Action: name, GoalID: g.ID, State: s.String(), Text: text, Err: ErrGoalNotAccepted}
+}
+
+// GoalSucceeded reports whether the robot's move_base action server has
+// reported the base goal of command cmdID SUCCEEDED, with the server's
+// text ("goal reached", often empty). In move_base mode that is the
+// controller's verdict: the robot planned, drove and judged the goal
+// reached by its own tolerances, which the supervisor takes as the end of
+// the step even where its own pose check disagrees (it then reports the
+// difference). It is false for any other command, for a goal that ended
+// otherwise (those become fault codes in the state), for a goal the
+// bridge stopped or replaced, and in cmd_vel mode, where the bridge's own
+// controller drives and its own check is the only verdict.
+func (d *Driver) GoalSucceeded(cmdID string) (string, bool) {
+	if cmdID == "" {
+		return "", false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	if d.reached.cmdID != cmdID {
+		return "", false
+	}
+	return d.reached.text, true
 }
 
 // Refresh publishes the heartbeat the robot's command watchdog listens to
@@ -758,6 +791,7 @@ func (d *Driver) Stop(_ context.Context) error {
 	d.stopGen++
 	d.drive = nil
 	d.current = [numActions]string{}
+	d.cmdOf = [numActions]string{}
 	d.stMu.Lock()
 	d.clearFaultsLocked(-1)
 	if d.st.grip.commanded && !d.st.grip.done {

@@ -83,18 +83,24 @@ func (d *Driver) connect() (*session, error) {
 	if err := sub(n.odom, func(m *nav_msgs.Odometry) { d.onOdom(m) }); err != nil {
 		return fail("subscribe "+n.odom, err)
 	}
-	if d.needJoints() {
+	if d.needJoints() && n.joints != "" {
 		if err := sub(n.joints, func(m *sensor_msgs.JointState) { d.onJoints(m) }); err != nil {
 			return fail("subscribe "+n.joints, err)
 		}
 	}
-	if err := sub(n.battery, func(m *sensor_msgs.BatteryState) { d.onBattery(m) }); err != nil {
-		return fail("subscribe "+n.battery, err)
+	// Battery and e-stop are optional inputs: a robot without them has
+	// no name here, and nothing is subscribed or waited for.
+	if n.battery != "" {
+		if err := sub(n.battery, func(m *sensor_msgs.BatteryState) { d.onBattery(m) }); err != nil {
+			return fail("subscribe "+n.battery, err)
+		}
 	}
-	if err := sub(n.estop, func(m *std_msgs.Bool) { d.onEStop(m) }); err != nil {
-		return fail("subscribe "+n.estop, err)
+	if n.estop != "" {
+		if err := sub(n.estop, func(m *std_msgs.Bool) { d.onEStop(m) }); err != nil {
+			return fail("subscribe "+n.estop, err)
+		}
 	}
-	if d.set.cfg.HasCamera() {
+	if d.set.cfg.HasCamera() && n.detections != "" {
 		if err := sub(n.detections, func(m *vision_msgs.Detection2DArray) { d.onDetections(m) }); err != nil {
 			return fail("subscribe "+n.detections, err)
 		}
@@ -216,12 +222,16 @@ func (d *Driver) missing(s *session) ([]string, error) {
 		}
 	}
 	topic(n.odom, "nav_msgs/Odometry")
-	if d.needJoints() {
+	if d.needJoints() && n.joints != "" {
 		topic(n.joints, "sensor_msgs/JointState")
 	}
-	topic(n.battery, "sensor_msgs/BatteryState")
-	topic(n.estop, "std_msgs/Bool")
-	if d.set.cfg.HasCamera() {
+	if n.battery != "" {
+		topic(n.battery, "sensor_msgs/BatteryState")
+	}
+	if n.estop != "" {
+		topic(n.estop, "std_msgs/Bool")
+	}
+	if d.set.cfg.HasCamera() && n.detections != "" {
 		topic(n.detections, "vision_msgs/Detection2DArray")
 	}
 	if d.set.rc.BaseMode == "move_base" {

@@ -176,8 +176,9 @@ func New(conf Conf) (*Node, error) {
 	// side must serve it there, not under its own node name.
 	r := func(x string) string { return ros.ResolveName(rc.NodeName, x) }
 	n.topics = topicNames{
-		odom: r(rc.OdomTopic), joints: r(rc.JointStatesTopic), battery: r(rc.BatteryTopic), detections: r(rc.DetectionsTopic),
-		estop: r(rc.EStopTopic), cmdVel: r(rc.CmdVelTopic), heartbeat: r(ros.HeartbeatTopic(&rc)),
+		odom: r(rc.OdomTopic), joints: ros.ResolveInput(rc.NodeName, rc.JointStatesTopic),
+		battery: ros.ResolveInput(rc.NodeName, rc.BatteryTopic), detections: ros.ResolveInput(rc.NodeName, rc.DetectionsTopic),
+		estop: ros.ResolveInput(rc.NodeName, rc.EStopTopic), cmdVel: r(rc.CmdVelTopic), heartbeat: r(ros.HeartbeatTopic(&rc)),
 		moveBase: r(rc.MoveBaseAction), arm: r(rc.ArmAction), gripper: r(rc.GripperAction),
 	}
 	n.topics.labels = ros.LabelsParam(n.topics.detections)
@@ -347,18 +348,25 @@ func (n *Node) connect() (*session, error) {
 	if s.odom, err = pub(t.odom, &nav_msgs.Odometry{}); err != nil {
 		return fail("advertise "+t.odom, err)
 	}
-	if n.cfg.HasArm() || n.cfg.HasGripper() {
+	// The node publishes what the config says the robot has: an optional
+	// input the config leaves out (battery, e-stop) is not published, as
+	// on a robot without it.
+	if (n.cfg.HasArm() || n.cfg.HasGripper()) && t.joints != "" {
 		if s.js, err = pub(t.joints, &sensor_msgs.JointState{}); err != nil {
 			return fail("advertise "+t.joints, err)
 		}
 	}
-	if s.bat, err = pub(t.battery, &sensor_msgs.BatteryState{}); err != nil {
-		return fail("advertise "+t.battery, err)
+	if t.battery != "" {
+		if s.bat, err = pub(t.battery, &sensor_msgs.BatteryState{}); err != nil {
+			return fail("advertise "+t.battery, err)
+		}
 	}
-	if s.estop, err = goroslib.NewPublisher(goroslib.PublisherConf{Node: node, Topic: t.estop, Msg: &std_msgs.Bool{}, Latch: true}); err != nil {
-		return fail("advertise "+t.estop, err)
+	if t.estop != "" {
+		if s.estop, err = goroslib.NewPublisher(goroslib.PublisherConf{Node: node, Topic: t.estop, Msg: &std_msgs.Bool{}, Latch: true}); err != nil {
+			return fail("advertise "+t.estop, err)
+		}
 	}
-	if n.cfg.HasCamera() {
+	if n.cfg.HasCamera() && t.detections != "" {
 		if s.dets, err = pub(t.detections, &vision_msgs.Detection2DArray{}); err != nil {
 			return fail("advertise "+t.detections, err)
 		}
@@ -693,8 +701,10 @@ func (n *Node) publish(st robot.State) {
 		s.js.Write(js)
 	}
 	s.odom.Write(odom)
-	s.estop.Write(&std_msgs.Bool{Data: st.EStop})
-	if n.tick%10 == 1 {
+	if s.estop != nil {
+		s.estop.Write(&std_msgs.Bool{Data: st.EStop})
+	}
+	if s.bat != nil && n.tick%10 == 1 {
 		status := sensor_msgs.BatteryState_POWER_SUPPLY_STATUS_DISCHARGING
 		if st.Battery.Charging {
 			status = sensor_msgs.BatteryState_POWER_SUPPLY_STATUS_CHARGING
