@@ -83,6 +83,11 @@ type Conf struct {
 	// without end cannot slow the publishers; one over the bound is
 	// answered RESOURCE_EXHAUSTED.
 	MaxStreams int
+	// ProgressInterval is how often WatchTask sends a progress update
+	// within one status (optional). It defaults to 100 ms, ten a second,
+	// the rate of the bridge's robot state events; the runner reports
+	// progress at its control rate. Transitions are always sent at once.
+	ProgressInterval time.Duration
 	// Logger receives structured logs (optional). It defaults to
 	// slog.Default(). Tokens and arguments are never logged.
 	Logger *slog.Logger
@@ -108,6 +113,8 @@ func (c *Conf) fill() error {
 		return fmt.Errorf("%w: Events is required", ErrConf)
 	case c.MaxStreams < 0:
 		return fmt.Errorf("%w: MaxStreams must not be negative", ErrConf)
+	case c.ProgressInterval < 0:
+		return fmt.Errorf("%w: ProgressInterval must not be negative", ErrConf)
 	case c.MaxWait < 0:
 		return fmt.Errorf("%w: MaxWait must not be negative", ErrConf)
 	case c.MaxRequestBytes < 0:
@@ -124,6 +131,9 @@ func (c *Conf) fill() error {
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = defaultMaxStreams
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = 100 * time.Millisecond
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestNew_Conf(t *testing.T) {
 		{"negative MaxWait", valid(func(c *Conf) { c.MaxWait = -time.Second }), "MaxWait"},
 		{"negative MaxRequestBytes", valid(func(c *Conf) { c.MaxRequestBytes = -1 }), "MaxRequestBytes"},
 		{"negative MaxStreams", valid(func(c *Conf) { c.MaxStreams = -1 }), "MaxStreams"},
+		{"negative ProgressInterval", valid(func(c *Conf) { c.ProgressInterval = -1 }), "ProgressInterval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -41,7 +42,10 @@ func (s streamSlots) acquire(what, instead string) (release func(), err error) {
 // so the stream never steps back. A subscription the bus drops for
 // falling behind is renewed and the task read again, so what the stream
 // sends is always true at the moment it is sent, even if it skipped some
-// intermediate progress.
+// intermediate progress. Progress within one status is sent at most once
+// per Conf.ProgressInterval (the newest update winning), so a long motion
+// does not flood the stream at the control rate; every transition, and
+// the final task, is sent at once.
 func (s *Service) WatchTask(ctx context.Context, req *connect.Request[robotbridgev1.WatchTaskRequest], stream *connect.ServerStream[robotbridgev1.WatchTaskResponse]) error {
 	id := req.Msg.GetTaskId()
 	if id == "" {
@@ -74,14 +78,42 @@ func (s *Service) WatchTask(ctx context.Context, req *connect.Request[robotbridg
 		return connect.NewError(connect.CodePermissionDenied,
 			fmt.Errorf("task %s was requested by another credential; only that credential or the operator may watch it", id))
 	}
+	// last is the newest state accepted; sent the status and time of the
+	// newest sent. A change of status (a transition) is sent at once; a
+	// progress update within the same status at most once per
+	// ProgressInterval, the newest winning (held until then).
 	last := v
 	if err := s.sendTask(ctx, stream, v); err != nil || v.Terminal() {
 		return err
+	}
+	sent, sentAt := v.Status, time.Now()
+	var (
+		held   bool
+		timer  *time.Timer
+		timerC <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	flush := func() error {
+		held, timerC = false, nil
+		sent, sentAt = last.Status, time.Now()
+		return s.sendTask(ctx, stream, last)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return streamEnded(ctx)
+		case <-timerC:
+			if held {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			timerC = nil
+			continue
 		case e, ok := <-ch:
 			if !ok {
 				// Dropped for falling behind: subscribe again, then read
@@ -93,13 +125,21 @@ func (s *Service) WatchTask(ctx context.Context, req *connect.Request[robotbridg
 			} else {
 				v = e.Data.(actions.TaskView)
 			}
-			if !changedSince(last, v) {
-				continue
+		}
+		if !changedSince(last, v) {
+			continue
+		}
+		last = v
+		if since := time.Since(sentAt); v.Status == sent && !v.Terminal() && since < s.conf.ProgressInterval {
+			held = true
+			if timerC == nil {
+				timer = time.NewTimer(s.conf.ProgressInterval - since)
+				timerC = timer.C
 			}
-			last = v
-			if err := s.sendTask(ctx, stream, v); err != nil || v.Terminal() {
-				return err
-			}
+			continue
+		}
+		if err := flush(); err != nil || v.Terminal() {
+			return err
 		}
 	}
 }

@@ -62,8 +62,9 @@ func requireEnded(t *testing.T, stream *connect.ServerStreamForClient[robotbridg
 func TestWatchTask_StreamsEveryChangeUntilTheTaskEnds(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
-			// Given an executing task of the agent's
-			s := startService(t, nil, nil)
+			// Given an executing task of the agent's, and a stream that
+			// sends every progress update
+			s := startService(t, func(c *Conf) { c.ProgressInterval = time.Nanosecond }, nil)
 			s.tasks.GetFn = func(string) (actions.TaskView, error) { return taskAt(fsm.Executing, 0.1, 1), nil }
 			// When the agent watches it
 			stream := watch(t, s, proto, "t-1", agentToken)
@@ -94,6 +95,37 @@ func TestWatchTask_StreamsEveryChangeUntilTheTaskEnds(t *testing.T) {
 			requireEnded(t, stream, 0)
 		})
 	}
+}
+
+func TestWatchTask_ProgressIsSentAtMostOncePerInterval(t *testing.T) {
+	t.Run("progress held within the interval gives way to the transition", func(t *testing.T) {
+		// Given a stream that sends progress at most once an hour
+		s := startService(t, func(c *Conf) { c.ProgressInterval = time.Hour }, nil)
+		s.tasks.GetFn = func(string) (actions.TaskView, error) { return taskAt(fsm.Executing, 0.1, 1), nil }
+		stream := watch(t, s, "grpc", "t-1", agentToken)
+		require.InDelta(t, 0.1, next(t, stream).GetProgress().GetFraction(), 1e-9)
+		// When the runner reports progress at its control rate, then
+		// the task succeeds
+		for i, f := range []float64{0.2, 0.3, 0.4} {
+			s.bus.Publish(events.TypeTask, t0, taskAt(fsm.Executing, f, 2+i))
+		}
+		s.bus.Publish(events.TypeTask, t0, taskAt(fsm.Succeeded, 1, 9))
+		// Then the transition is sent at once, and the progress it
+		// superseded is not
+		require.Equal(t, "succeeded", next(t, stream).GetStatus())
+		requireEnded(t, stream, 0)
+	})
+	t.Run("the newest held progress is sent when the interval has passed", func(t *testing.T) {
+		// Given a stream that sends progress at most every 20 ms
+		s := startService(t, func(c *Conf) { c.ProgressInterval = 20 * time.Millisecond }, nil)
+		s.tasks.GetFn = func(string) (actions.TaskView, error) { return taskAt(fsm.Executing, 0.1, 1), nil }
+		stream := watch(t, s, "connect", "t-1", agentToken)
+		next(t, stream)
+		// When progress is reported once and nothing else happens
+		s.bus.Publish(events.TypeTask, t0, taskAt(fsm.Executing, 0.5, 2))
+		// Then it is sent
+		require.InDelta(t, 0.5, next(t, stream).GetProgress().GetFraction(), 1e-9)
+	})
 }
 
 func TestWatchTask_NeverStepsBack(t *testing.T) {
