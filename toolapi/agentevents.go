@@ -203,8 +203,11 @@ func eventSentence(s string) string {
 	return s
 }
 
+// eventUpperFirst capitalizes s's first letter, unless its first word is
+// an identifier (move_base_to), which keeps its spelling.
 func eventUpperFirst(s string) string {
-	if s == "" {
+	first, _, _ := strings.Cut(s, " ")
+	if s == "" || strings.ContainsAny(first, "_0123456789") {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]

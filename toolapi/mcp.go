@@ -64,6 +64,19 @@ func (s *Server) mcpHandler() http.Handler {
 			UnsubscribeHandler: m.unsubscribe,
 		})
 	m.srv = srv
+	// Every handler finds the caller in its context: the route's
+	// middleware authenticated the HTTP request, and the SDK hands each
+	// request's header along — but not to every handler (a 2026-07-28
+	// subscriptions/listen subscribes without it), so the principal is
+	// put in the context as the request arrives.
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := s.mcpPrincipal(ctx, req.GetExtra()); ok {
+				ctx = WithPrincipal(ctx, p)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	for _, t := range s.reg.Tools() {
 		name := t.Name
 		srv.AddTool(s.mcpTool(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -84,18 +84,32 @@ func (w *progressWatch) follow(ctx context.Context, tasks Tasks, bus *events.Bus
 			return ok && e.Type == events.TypeTask && v.ID == id
 		})
 	}
+	// The task as it is when the wait begins, before any change that
+	// reaches the channel.
+	if v, err := tasks.Get(id); err == nil {
+		w.send(ctx, v)
+	}
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer unsubscribe()
-		if v, err := tasks.Get(id); err == nil {
-			w.send(ctx, v)
-		}
 		for {
 			select {
 			case <-quit:
-				return
+				// What the task published before the wait returned is
+				// in the channel: send it, in order, before the end.
+				for {
+					select {
+					case e, ok := <-ch:
+						if !ok {
+							return
+						}
+						w.send(ctx, e.Data.(actions.TaskView))
+					default:
+						return
+					}
+				}
 			case <-ctx.Done():
 				return
 			case e, ok := <-ch:

@@ -1,6 +1,7 @@
 package toolapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,21 +165,23 @@ func (s *Server) readEnvelope(ctx context.Context, tool string, args map[string]
 		return Envelope{Tool: tool, Error: ErrorBodyOf(toolerr.New(toolerr.Internal, "the %s tool is not registered", tool)), Robot: s.robotText(ctx, outcome{})}
 	}
 	out := s.runState(ctx, t, args)
-	env := Envelope{OK: out.err == nil, Tool: tool, Data: out.data, Text: out.text, Task: out.task}
-	if out.err != nil {
-		env.Error = ErrorBodyOf(out.err)
-		env.Data = nil
-	}
+	env := out.envelope(tool)
 	env.Robot = s.robotText(ctx, out)
 	return env
 }
 
+// resourceResult is a read's answer: the envelope as JSON text, encoded
+// as the HTTP API encodes it.
 func resourceResult(uri string, env Envelope) *mcp.ReadResourceResult {
-	b, err := json.Marshal(env)
-	if err != nil {
-		b, _ = json.Marshal(Envelope{Tool: env.Tool, Robot: env.Robot, Error: ErrorBodyOf(toolerr.New(toolerr.Internal, "result could not be encoded"))})
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		buf.Reset()
+		_ = enc.Encode(Envelope{Tool: env.Tool, Robot: env.Robot, Error: ErrorBodyOf(toolerr.New(toolerr.Internal, "result could not be encoded"))})
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}
+	text := strings.TrimSuffix(buf.String(), "\n")
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: text}}}
 }
 
 func errNoPrincipal() error {
