@@ -325,7 +325,7 @@ func TestRobotField_ActiveTaskAndLinkDown(t *testing.T) {
 	}
 	h.robot.up.Store(false)
 	env := h.call("list_named_poses", nil)
-	require.Contains(t, env.Robot, "task t-3 (move_base_to) executing")
+	require.Contains(t, env.Robot, "task t-3 (move_base_to) is executing")
 	require.Contains(t, env.Robot, "link down")
 	h.robot.LatestFn = func(context.Context) (robot.State, error) {
 		return robot.State{}, toolerr.New(toolerr.Unavailable, "no state for 2 s")

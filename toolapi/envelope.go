@@ -44,7 +44,9 @@ type ErrorBody struct {
 	Details      map[string]any `json:"details,omitempty"`
 }
 
-// ErrorBodyOf turns any error into the body an agent sees. Errors that are
+// ErrorBodyOf turns any error into the body an agent sees. Its message is
+// the error's as one or more full sentences (toolerr's MessageText): what
+// a model repeats ends with a full stop, whoever produced it. Errors that are
 // not a *toolerr.Error become INTERNAL with no cause text, so nothing
 // internal (paths, stack traces, secrets) leaks to the model.
 func ErrorBodyOf(err error) *ErrorBody {
@@ -56,7 +58,7 @@ func ErrorBodyOf(err error) *ErrorBody {
 	if !typ.Valid() {
 		typ = toolerr.Internal
 	}
-	msg := te.Message
+	msg := te.MessageText()
 	if msg == "" {
 		msg = string(typ)
 	}

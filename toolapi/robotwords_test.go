@@ -117,7 +117,7 @@ func TestGetRobotState_LinkDownGivesTheLastKnownStateAndItsAge(t *testing.T) {
 	require.False(t, env.OK)
 	require.Equal(t, toolerr.Unavailable, env.Error.Type)
 	require.Positive(t, env.Error.RetryAfterMS)
-	require.Equal(t, "the robot link is down; last known 4.0 s ago: stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%; it may have moved since", env.Error.Message)
+	require.Equal(t, "the robot link is down; last known 4.0 s ago: stopped at (1.20, 0.40) facing 90°, gripper open, battery 87%; it may have moved since.", env.Error.Message)
 	require.Equal(t, true, env.Error.Details["last_known"])
 	require.Contains(t, env.Text, "last known 4.0 s ago: stopped at (1.20, 0.40) facing 90°")
 	require.Contains(t, env.Text, "It may have moved since")

@@ -390,7 +390,7 @@ func (s *Server) robotText(ctx context.Context, out outcome) string {
 		b.WriteString(o.Summary())
 	}
 	if v, ok := s.conf.Tasks.Active(); ok {
-		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, v.Status)
+		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, statusPhrase(v.Status))
 	} else {
 		b.WriteString(", no task running")
 	}
@@ -551,8 +551,8 @@ func lastKnown(te *toolerr.Error, obs robot.Observation) outcome {
 		te.RetryAfter = toolerr.DefaultRetryAfter(toolerr.Unavailable)
 	}
 	te.With("link_up", obs.LinkUp).With("last_known", true).With("state_age_ms", obs.Age().Milliseconds())
-	text := fmt.Sprintf("The robot cannot be reached now: %s; %s. It may have moved since; wait %d ms before reading it again, "+
-		"and send no motion until it answers.", why, was, retryAfterMS(toolerr.Unavailable, true, te.RetryAfter))
+	text := fmt.Sprintf("The robot cannot be reached now: %s; %s. It may have moved since; wait %s before reading it again, "+
+		"and send no motion until it answers.", why, was, robot.FormatAge(te.RetryAfter))
 	return outcome{err: te, data: newStateData(obs), text: text, obs: &obs, dataWithError: true}
 }
 
@@ -579,25 +579,68 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 	// polls a failed task look like one stuck in a loop.
 	text := taskText(v)
 	if te := taskError(v); te != nil {
-		text = fmt.Sprintf("Task %s (%s) ended %s with %s: %s Suggestion: %s", v.ID, v.Tool, v.Status, te.Type, te.MessageText(), te.SuggestionText())
+		text = fmt.Sprintf("Task %s (%s) %s with %s: %s Suggestion: %s", v.ID, v.Tool, statusPhrase(v.Status), te.Type, te.MessageText(), te.SuggestionText())
 	}
 	return outcome{data: taskData(v), task: taskRef(v), text: text}
 }
 
+// taskText says in words where a task is, for the model: its status as a
+// phrase (never a status name like awaiting_approval), its progress while
+// it runs, and the runner's words when they add something.
 func taskText(v actions.TaskView) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Task %s (%s) is %s", v.ID, v.Tool, v.Status)
-	if v.Progress.Text != "" {
-		fmt.Fprintf(&b, ", %.0f%% done: %s", v.Progress.Fraction*100, v.Progress.Text)
+	fmt.Fprintf(&b, "Task %s (%s) %s", v.ID, v.Tool, statusPhrase(v.Status))
+	progress := ""
+	if !v.Status.Terminal() && v.Progress.Text != "" {
+		progress = v.Progress.Text
+		fmt.Fprintf(&b, ", %.0f%% done: %s", v.Progress.Fraction*100, toolerr.Clause(progress))
 	}
 	b.WriteString(".")
-	if v.Text != "" {
-		b.WriteString(" " + v.Text)
+	if said := toolerr.Clause(v.Text); said != "" && !strings.HasPrefix(strings.ToLower(progress), strings.ToLower(said)) {
+		b.WriteString(" " + toolerr.Sentence(v.Text))
 	}
 	if !v.Status.Terminal() {
 		fmt.Fprintf(&b, ` Follow it with get_task {"task_id": %q, "wait_ms": 10000}.`, v.ID)
 	}
 	return b.String()
+}
+
+// statusPhrase is a task status as the predicate of a sentence about the
+// task ("Task t-1 (grasp) needs an operator's approval").
+func statusPhrase(st fsm.State) string {
+	switch st {
+	case fsm.Requested:
+		return "has been requested"
+	case fsm.AwaitingApproval:
+		return "needs an operator's approval"
+	case fsm.Approved:
+		return "has an operator's approval and is starting"
+	case fsm.Executing:
+		return "is executing"
+	case fsm.Stopping:
+		return "is stopping"
+	case fsm.Recovering:
+		return "is returning to its safe pose after a stop"
+	case fsm.Succeeded:
+		return "succeeded"
+	case fsm.Failed:
+		return "failed"
+	case fsm.Cancelled:
+		return "has been cancelled"
+	case fsm.Denied:
+		return "has been denied by an operator"
+	case fsm.Expired:
+		return "expired with no operator's decision"
+	case fsm.Recovered:
+		return "stopped and returned to its safe pose"
+	case fsm.Fault:
+		return "ended with a latched fault"
+	case fsm.EStopped:
+		return "ended by the e-stop"
+	case fsm.Interrupted:
+		return "has been interrupted by a restart of the bridge"
+	}
+	return "is " + strings.ReplaceAll(string(st), "_", " ")
 }
 
 func (s *Server) listNamedPoses() outcome {
