@@ -28,8 +28,9 @@ run: ## run the bridge on the embedded simulator (API, console, metrics on $(LIS
 	$(GO) run ./cmd/robot-bridge serve --config $(CONFIG) --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 .PHONY: test-deps
-test-deps: ## install the Debian packages the tests need, when missing
+test-deps: ## install the Debian and npm packages the tests need, when missing
 	@./scripts/test-deps.sh $(TEST_DEBS)
+	@./scripts/test-npm.sh
 
 .PHONY: test
 test: test-deps ## go vet + go test -race ./... (installs test packages first)

@@ -184,7 +184,9 @@ func taskEventText(v actions.TaskView) string {
 		}
 	}
 	b.WriteString(".")
-	if v.Text != "" && v.Text != v.Progress.Text {
+	if v.Text != "" && !(v.Progress.Fraction > 0 && strings.HasPrefix(v.Progress.Text, v.Text)) {
+		// (The running text is most often where the progress text
+		// starts: "driving to (0.50, 0.00)", then ", 0.49 m to go".)
 		b.WriteString(" " + eventSentence(v.Text))
 	}
 	return b.String()

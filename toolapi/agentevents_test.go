@@ -187,7 +187,7 @@ func TestAgentEvents_OnlyTheRobotAndTheCallersOwnTasks(t *testing.T) {
 	require.Equal(t, mine.Seq, task.Seq)
 	require.Equal(t, ev.ID, jsonNumber(mine.Seq))
 	require.Equal(t, "t-1", task.Data.Task.ID)
-	require.Equal(t, "Task t-1 (move_base_to) is executing, 25% done: driving to table: 1.50 m to go. Driving to table.", task.Data.Text)
+	require.Equal(t, "Task t-1 (move_base_to) is executing, 25% done: driving to table: 1.50 m to go.", task.Data.Text)
 
 	ev = s.next(t, "state")
 	var state wireState
