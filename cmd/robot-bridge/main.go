@@ -76,6 +76,7 @@ func commands() []command {
 			summary: "print the tools a hw-config yields, with their schemas, as JSON",
 			run:     toolsCmd,
 		},
+		mcpStdioCommand(),
 		{
 			name: "lifecycle", args: "[flags]",
 			summary: "print the task lifecycle diagram, or write it into a file",
