@@ -390,7 +390,7 @@ func (s *Server) robotText(ctx context.Context, out outcome) string {
 		b.WriteString(o.Summary())
 	}
 	if v, ok := s.conf.Tasks.Active(); ok {
-		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, statusPhrase(v.Status))
+		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, StatusPhrase(v.Status))
 	} else {
 		b.WriteString(", no task running")
 	}
@@ -579,7 +579,7 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 	// polls a failed task look like one stuck in a loop.
 	text := taskText(v)
 	if te := taskError(v); te != nil {
-		text = fmt.Sprintf("Task %s (%s) %s with %s: %s Suggestion: %s", v.ID, v.Tool, statusPhrase(v.Status), te.Type, te.MessageText(), te.SuggestionText())
+		text = fmt.Sprintf("Task %s (%s) %s with %s: %s Suggestion: %s", v.ID, v.Tool, StatusPhrase(v.Status), te.Type, te.MessageText(), te.SuggestionText())
 	}
 	return outcome{data: taskData(v), task: taskRef(v), text: text}
 }
@@ -589,7 +589,7 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 // it runs, and the runner's words when they add something.
 func taskText(v actions.TaskView) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Task %s (%s) %s", v.ID, v.Tool, statusPhrase(v.Status))
+	fmt.Fprintf(&b, "Task %s (%s) %s", v.ID, v.Tool, StatusPhrase(v.Status))
 	progress := ""
 	if !v.Status.Terminal() && v.Progress.Text != "" {
 		progress = v.Progress.Text
@@ -605,9 +605,10 @@ func taskText(v actions.TaskView) string {
 	return b.String()
 }
 
-// statusPhrase is a task status as the predicate of a sentence about the
-// task ("Task t-1 (grasp) needs an operator's approval").
-func statusPhrase(st fsm.State) string {
+// StatusPhrase is a task status as the predicate of a sentence about the
+// task ("Task t-1 (grasp) needs an operator's approval"), as every text
+// and the envelope's robot field say it: never the status name itself.
+func StatusPhrase(st fsm.State) string {
 	switch st {
 	case fsm.Requested:
 		return "has been requested"
