@@ -311,11 +311,17 @@ func (p *stdioProxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
-	if len(req.Params.Meta) > 0 {
-		params.Meta = mcp.Meta{}
-		for k, v := range req.Params.Meta {
-			params.Meta[k] = v
+	for k, v := range req.Params.Meta {
+		// The protocol's own keys (the host's protocol version, client
+		// info) describe the host's session, not the proxy's session
+		// with the bridge; anything else (an idempotency_key) goes on.
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken" {
+			continue
 		}
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[k] = v
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil {
 		mine := "mcp-stdio-" + strconv.FormatUint(p.next.Add(1), 10)
@@ -332,6 +338,8 @@ func (p *stdioProxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 			p.mu.Unlock()
 		}()
 	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	res, err := p.remote.CallTool(ctx, params)
 	if err == nil {
 		return res, nil
@@ -355,12 +363,29 @@ func unreachable(tool string, err error) *mcp.CallToolResult {
 }
 
 func (p *stdioProxy) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	return p.remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+}
+
+// detached is a context for a request to the bridge made on behalf of a
+// host's request: cancelled with ctx, but carrying none of its values.
+// The SDK keeps per-request protocol state in the context (the host's
+// protocol version among it), which must not reach the other session.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	return out, func() {
+		stop()
+		cancel()
+	}
 }
 
 // subscribe subscribes the bridge to uri the first time a host does.
 func (p *stdioProxy) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	p.mu.Lock()
 	first := p.subs[uri] == 0
 	p.mu.Unlock()
@@ -390,19 +415,21 @@ func (p *stdioProxy) unsubscribe(ctx context.Context, req *mcp.UnsubscribeReques
 	}
 	p.mu.Unlock()
 	if last {
+		ctx, cancel := detached(ctx)
+		defer cancel()
 		return p.remote.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 	}
 	return nil
 }
 
-func (p *stdioProxy) resourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+func (p *stdioProxy) resourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 	if p.local == nil {
 		return
 	}
-	_ = p.local.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: req.Params.URI})
+	_ = p.local.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: req.Params.URI})
 }
 
-func (p *stdioProxy) progressFromBridge(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+func (p *stdioProxy) progressFromBridge(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	tok, _ := req.Params.ProgressToken.(string)
 	p.mu.Lock()
 	route, ok := p.progress[tok]
@@ -412,6 +439,8 @@ func (p *stdioProxy) progressFromBridge(ctx context.Context, req *mcp.ProgressNo
 	}
 	n := *req.Params
 	n.ProgressToken = route.token
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if err := route.session.NotifyProgress(ctx, &n); err != nil {
 		p.log.Debug("progress not forwarded", "err", err)
 	}
