@@ -1,6 +1,6 @@
 package safety_test
 
-// The safety invariants of DESIGN.md §4, each run against the simulator
+// The safety invariants of docs/DESIGN.md §4, each run against the simulator
 // with fault injection, checking what the simulator actually did (its
 // command log, odometer and ground truth), not only what the bridge says.
 // Invariant 8 (crash safety) belongs to the store.
