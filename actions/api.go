@@ -22,7 +22,9 @@ type Request struct {
 	TraceID string
 }
 
-// Progress is how far a task has come: a fraction in [0, 1] and a sentence.
+// Progress is how far a task has come: a fraction in [0, 1] and a short
+// phrase without a full stop ("driving to table, 1.20 m to go"), which
+// the tool API embeds in its own sentence.
 type Progress struct {
 	Fraction float64 `json:"fraction"`
 	Text     string  `json:"text"`
@@ -35,7 +37,8 @@ type TaskView struct {
 	Arguments map[string]any `json:"arguments"`
 	Status    fsm.State      `json:"status"`
 	Progress  Progress       `json:"progress"`
-	// Text says in words what happened so far, for the model.
+	// Text says in words what happened so far, for the model: full
+	// sentences, each ending with a full stop.
 	Text string `json:"text"`
 	// Result holds tool-specific output of a succeeded task.
 	Result map[string]any `json:"result,omitempty"`
@@ -85,6 +88,11 @@ type Decision struct {
 	By string
 	// GrantID is the grant that authorizes the task's motion commands.
 	GrantID string
+	// GrantScope and GrantExpires describe the scoped grant that covered
+	// the call when it was made (what it allows, in words, and when it
+	// ends), so the task can say by what it runs; empty otherwise.
+	GrantScope   string
+	GrantExpires time.Time
 }
 
 // Approver asks operators to authorize motions. The approval service

@@ -135,6 +135,10 @@ type fakeApprover struct {
 	withdrawn []string
 	// RequestFunc, when set, can fail a request.
 	RequestFunc func(actions.ApprovalRequest) error
+	// Covering, when set, is the decision of a scoped grant that covers
+	// every request: delivered when the request is filed, as the approval
+	// service does.
+	Covering func(actions.ApprovalRequest) actions.Decision
 }
 
 var _ actions.Approver = (*fakeApprover)(nil)
@@ -152,8 +156,13 @@ func (a *fakeApprover) Request(_ context.Context, r actions.ApprovalRequest) (st
 	}
 	id := "apr-" + r.TaskID
 	ch := make(chan actions.Decision, 1)
-	a.chans[id] = ch
 	a.requests = append(a.requests, r)
+	if a.Covering != nil {
+		ch <- a.Covering(r)
+		close(ch)
+		return id, ch, nil
+	}
+	a.chans[id] = ch
 	return id, ch, nil
 }
 

@@ -1,7 +1,6 @@
 package actions
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/fsm"
@@ -45,23 +44,33 @@ func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
 		// Cancelled, e-stopped or closing: whoever ended it made the transition.
 		return false
 	}
+	return r.decide(t, d, approvedText(d.By, t.plan.preview))
+}
+
+// decide applies an operator's (or a grant's) decision to a task waiting
+// for one, and reports whether the task may start; approved is the text
+// of an approved task.
+func (r *Runner) decide(t *task, d Decision, approved string) bool {
 	switch {
 	case d.Approved:
 		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) {
 			t.grantID = d.GrantID
-			t.text = "approved by " + orSomeone(d.By) + "; starting: " + t.plan.preview
+			t.text = approved
 		}})
 		return err == nil
 	case d.Expired:
-		te := toolerr.New(toolerr.ApprovalExpired, "no operator decided on %s in time; nothing moved; %s; no task running", t.req.Tool, r.observe().Summary())
+		te := expiredError(t.req.Tool, r.observe().Summary())
 		_ = r.fire(t, fsm.EvExpire, trOpts{by: "approval", reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	case d.Cancelled:
 		// Withdrawn: the canceller fires the transition; make sure it ends.
-		te := toolerr.New(toolerr.ActionFailed, "the approval request was withdrawn (%s); nothing moved", orNone(d.Reason))
-		_ = r.fire(t, fsm.EvCancel, trOpts{by: orSomeone(d.By), reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
+		te := withdrawnError(d.Reason)
+		by := d.By
+		if by == "" {
+			by = "an operator"
+		}
+		_ = r.fire(t, fsm.EvCancel, trOpts{by: by, reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	default:
-		te := toolerr.New(toolerr.ApprovalDenied, "%s denied %s: %q; nothing moved; %s; no task running", operatorName(d.By), t.req.Tool, d.Reason, r.observe().Summary()).
-			With("reason", d.Reason).With("denied_by", d.By)
+		te := deniedError(t.req.Tool, d, r.observe().Summary())
 		_ = r.fire(t, fsm.EvDeny, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) { t.err, t.text = te, te.Message }})
 	}
 	return false
@@ -79,7 +88,7 @@ func (r *Runner) execute(t *task) {
 		Hooks: safety.Hooks{
 			BeforeStart: func() error {
 				return r.fire(t, fsm.EvStart, trOpts{by: "supervisor", mustRecord: true, mutate: func(t *task) {
-					t.text = p.describe(0)
+					t.text = startedText(p.describe(0))
 					t.progress = Progress{Fraction: 0, Text: p.describe(0)}
 				}})
 			},
@@ -94,11 +103,11 @@ func (r *Runner) execute(t *task) {
 						by = r.cancelledBy(t)
 					}
 					_ = r.fire(t, fsm.EvCancel, trOpts{by: by, reason: tr.Detail, mutate: func(t *task) {
-						t.text = "stopping: " + tr.Detail
+						t.text = stoppingText(tr, by)
 					}})
 				default:
 					_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: string(tr.Kind) + ": " + tr.Detail, mutate: func(t *task) {
-						t.text = "stopping: " + tr.Detail
+						t.text = stoppingText(tr, "supervisor")
 					}})
 				}
 			},
@@ -106,7 +115,7 @@ func (r *Runner) execute(t *task) {
 				name, _ := r.sup.SafePose()
 				return r.fire(t, fsm.EvRecover, trOpts{
 					by: "supervisor", reason: "pre-authorized return to " + name, mustRecord: true,
-					mutate: func(t *task) { t.text = "stopped; returning the arm to " + name },
+					mutate: func(t *task) { t.text = recoveringText(name) },
 				})
 			},
 		},
@@ -132,19 +141,23 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 		res := p.result(st)
 		_ = r.fire(t, fsm.EvSucceed, trOpts{by: "supervisor", mutate: func(t *task) {
 			t.result = res
-			t.progress = Progress{Fraction: 1, Text: "done"}
-			t.text = "done: " + p.goal + "; " + where
+			t.progress = Progress{Fraction: 1, Text: progressFinished}
+			t.text = succeededText(p.done, where)
 		}})
 	case safety.OutcomeRejected:
 		if out.Stop != nil {
 			// Stopped before its first command: the stopper cancels it too
 			// (whichever is first wins), with the same words.
-			r.cancelBeforeMotion(t, orSomeone(out.Stop.By), out.Stop.Detail())
+			by := out.Stop.By
+			if by == "" {
+				by = "an operator"
+			}
+			r.cancelBeforeMotion(t, by, out.Stop.Detail(), *out.Stop)
 			break
 		}
 		te := toolerr.As(out.Err)
 		e := *te
-		e.Message = te.Message + "; " + where
+		e.Message = toolerr.Sentence(te.Message) + " " + now(where)
 		ev := fsm.EvReject
 		if e.Type == toolerr.EStopActive {
 			ev = fsm.EvEStop
@@ -187,11 +200,10 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 		_ = r.fire(t, fsm.EvLatchFault, trOpts{by: "supervisor", reason: out.FaultReason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeEStopped:
 		s := r.sup.Status()
-		e := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) during %s; %s; no recovery motion while it is latched; %s",
-			s.EStop.By, orNone(s.EStop.Reason), t.req.Tool, stopWords(out.StopConfirmed), where).Wrap(safety.ErrEStopActive)
+		e := estopDuringError(t.req.Tool, s.EStop.By, s.EStop.Reason, out.StopConfirmed, where)
 		_ = r.fire(t, fsm.EvEStop, trOpts{by: s.EStop.By, reason: s.EStop.Reason, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeInterrupted:
-		e := toolerr.New(toolerr.Unavailable, "the bridge shut down during %s; the robot was commanded to stop; %s", t.req.Tool, whereNow(r.cfg, p, st, stopUnconfirmed))
+		e := shutdownError(t.req.Tool, whereNow(r.cfg, p, st, stopUnconfirmed))
 		_ = r.fire(t, fsm.EvInterrupt, trOpts{by: "supervisor", reason: "shutdown", mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	}
 	// A task must never stay live after its goroutine ends.
@@ -206,7 +218,7 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 func (r *Runner) progressOf(t *task, step int, st robot.State) Progress {
 	p := t.plan
 	if step >= len(p.steps) {
-		return Progress{Fraction: 1, Text: "done"}
+		return Progress{Fraction: 1, Text: progressFinished}
 	}
 	rem := 0.0
 	if f := p.steps[step].Remaining; f != nil {
@@ -234,12 +246,9 @@ func (r *Runner) progressOf(t *task, step int, st robot.State) Progress {
 		overall = (doneDur + frac*p.stepDur[step].Seconds()) / total
 	}
 	overall = clamp01(overall)
-	txt := p.describe(step)
+	toGo := 0.0
 	if p.target != nil {
-		togo := distance(st.Base, *p.target)
-		txt += fmt.Sprintf(": %.2f m to go", togo)
-	} else {
-		txt += fmt.Sprintf(": %.0f%% done", overall*100)
+		toGo = distance(st.Base, *p.target)
 	}
-	return Progress{Fraction: overall, Text: txt}
+	return Progress{Fraction: overall, Text: progressText(p.describe(step), toGo, p.target != nil, overall)}
 }

@@ -53,9 +53,13 @@ type plan struct {
 	deadline time.Duration
 	// preview is the approval request's sentence.
 	preview string
-	// goal names the motion's goal in words ("the table", "(3.0, 1.0)",
-	// "pose ready"), for progress and failure messages.
+	// goal names the motion's goal in words ("table", "(3.00, 1.00)",
+	// "pose ready"), for progress and failure messages. A name from the
+	// hw-config is written as it is, never with an article.
 	goal string
+	// done says what a succeeded task did, as a sentence without its full
+	// stop ("Reached table").
+	done string
 	// target is the base goal (move_base_to), for the console map and
 	// "how far short" messages.
 	target *robot.Pose2D
@@ -121,6 +125,15 @@ type planner struct {
 	sup      *safety.Supervisor
 	objects  Objects
 	armScale float64
+	// now is the runner's clock (optional; the real clock without one).
+	now func() time.Time
+}
+
+func (pl *planner) clockNow() time.Time {
+	if pl.now == nil {
+		return time.Now()
+	}
+	return pl.now()
 }
 
 func (pl *planner) plan(ctx context.Context, tool string, args map[string]any) (*plan, error) {
@@ -191,13 +204,13 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 	case hasLoc:
 		l, ok := pl.cfg.Locations[loc]
 		if !ok {
-			return nil, toolerr.New(toolerr.NotFound, "there is no location %q (known locations: %s)", loc, fmtList(sortedNames(pl.cfg.Locations))).
+			return nil, toolerr.New(toolerr.NotFound, "There is no location %q (known locations: %s).", loc, fmtList(sortedNames(pl.cfg.Locations))).
 				With("field", "location").With("allowed", sortedNames(pl.cfg.Locations))
 		}
 		x, y, thDeg, hasTh = l.X, l.Y, l.ThetaDeg, true
-		goal = "the " + loc
+		goal = loc
 	case hasX && hasY:
-		goal = fmt.Sprintf("(%.2f, %.2f)", x, y)
+		goal = robot.FormatPoint(x, y)
 	default:
 		missing := "x"
 		if hasX {
@@ -267,18 +280,19 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 	aV, aW := 0.9*bc.MaxLinearAccel, 0.9*bc.MaxAngularAccel
 	exp := profileTime(turn1, bc.MaxAngularSpeed, aW) + profileTime(dist, bc.MaxLinearSpeed, aV) +
 		profileTime(turn2, bc.MaxAngularSpeed, aW) + 500*time.Millisecond
-	preview := fmt.Sprintf("move the base %.1f m to %s", dist, goal)
-	if goal != fmt.Sprintf("(%.2f, %.2f)", x, y) {
-		preview += fmt.Sprintf(" (%.2f, %.2f)", x, y)
+	preview := "move the base " + robot.Fixed(dist, 1) + " m to " + goal
+	if goal != robot.FormatPoint(x, y) {
+		preview += " " + robot.FormatPoint(x, y)
 	}
 	if hasTh {
-		preview += fmt.Sprintf(", facing %.0f°", robot.Degrees(target.Theta))
+		preview += ", facing " + robot.Heading(target.Theta)
 	}
 	if !have {
 		preview += " (robot position unknown)"
 	}
 	p := &plan{
 		steps: []safety.Step{step}, stepDur: []time.Duration{exp}, preview: preview, goal: goal, target: &target,
+		done:     "reached " + goal,
 		describe: func(int) string { return "driving to " + goal },
 		result: func(s robot.State) map[string]any {
 			return map[string]any{
@@ -294,7 +308,7 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 
 func (pl *planner) needArm() error {
 	if pl.cfg.Arm == nil {
-		return toolerr.New(toolerr.InvalidParams, "this robot has no arm")
+		return toolerr.New(toolerr.InvalidParams, "This robot has no arm.")
 	}
 	return nil
 }
@@ -347,7 +361,7 @@ func (pl *planner) moveArm(args map[string]any) (*plan, error) {
 	case hasPose:
 		q, err = pl.cfg.PoseJoints(pose)
 		if err != nil {
-			return nil, toolerr.New(toolerr.NotFound, "there is no arm pose %q (known poses: %s)", pose, fmtList(pl.cfg.PoseNames())).
+			return nil, toolerr.New(toolerr.NotFound, "There is no arm pose %q (known poses: %s).", pose, fmtList(pl.cfg.PoseNames())).
 				With("field", "pose").With("allowed", pl.cfg.PoseNames()).Wrap(err)
 		}
 		goal = "pose " + pose
@@ -399,6 +413,7 @@ func (pl *planner) moveArm(args map[string]any) (*plan, error) {
 	return &plan{
 		steps: []safety.Step{step}, stepDur: []time.Duration{d}, goal: goal, armGoal: q,
 		preview:  "move the arm to " + goal,
+		done:     "the arm reached " + goal,
 		describe: func(int) string { return "moving the arm to " + goal },
 		result: func(s robot.State) map[string]any {
 			return map[string]any{"joints": jointMap(names, s.JointPositions())}
@@ -418,9 +433,14 @@ func contains(xs []string, x string) bool {
 func fmtJoints(names []string, q []float64) string {
 	parts := make([]string, len(q))
 	for i, v := range q {
-		parts[i] = fmt.Sprintf("%s=%.2f", names[i], v)
+		parts[i] = names[i] + "=" + robot.Fixed(v, 2)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// fmtPoint3 writes a point in the room frame, metres to the centimetre.
+func fmtPoint3(p robot.Vec3) string {
+	return "(" + robot.Fixed(p.X, 2) + ", " + robot.Fixed(p.Y, 2) + ", " + robot.Fixed(p.Z, 2) + ")"
 }
 
 func jointMap(names []string, q []float64) map[string]any {
@@ -452,7 +472,7 @@ func (pl *planner) needGripper() error {
 		return err
 	}
 	if pl.cfg.Gripper == nil {
-		return toolerr.New(toolerr.InvalidParams, "this robot has no gripper")
+		return toolerr.New(toolerr.InvalidParams, "This robot has no gripper.")
 	}
 	return nil
 }
@@ -474,7 +494,7 @@ func (pl *planner) grasp(ctx context.Context, args map[string]any) (*plan, error
 		return nil, invalid("object_id", nil, "an object id from describe_scene", "grasp needs object_id (an id from describe_scene)")
 	}
 	if pl.objects == nil {
-		e := toolerr.New(toolerr.NotFound, "object %q is not known: no perception is running, so no object can be resolved", id).With("field", "object_id")
+		e := toolerr.New(toolerr.NotFound, "Object %q is not known: no perception is running, so no object can be resolved.", id).With("field", "object_id")
 		e.Suggestion = "call describe_scene to see which objects the robot perceives, then use one of their ids"
 		return nil, e
 	}
@@ -482,7 +502,7 @@ func (pl *planner) grasp(ctx context.Context, args map[string]any) (*plan, error
 	if err != nil {
 		te := toolerr.As(err)
 		if te.Type == toolerr.Internal {
-			te = toolerr.New(toolerr.NotFound, "object %q could not be resolved: %v", id, err).Wrap(err)
+			te = toolerr.New(toolerr.NotFound, "Object %q could not be resolved.", id).Wrap(err)
 		}
 		if te.Suggestion == "" {
 			te.Suggestion = "call describe_scene to see which objects the robot perceives, then use one of their ids"
@@ -490,16 +510,16 @@ func (pl *planner) grasp(ctx context.Context, args map[string]any) (*plan, error
 		return nil, te
 	}
 	if obj.Stale {
-		e := toolerr.New(toolerr.NotFound, "object %q was last seen at %s and its position is no longer trusted", id, obj.LastSeen.Format(time.RFC3339)).With("field", "object_id")
+		e := toolerr.New(toolerr.NotFound, "Object %q was last seen %s ago, and its position is no longer trusted.", id, robot.FormatAge(pl.clockNow().Sub(obj.LastSeen))).With("field", "object_id")
 		e.Suggestion = "call describe_scene to look again, then grasp an object it reports"
 		return nil, e
 	}
 	st, have := pl.latest()
 	if !have {
-		return nil, toolerr.New(toolerr.Unavailable, "the robot's position is unknown, so a grasp cannot be planned").Wrap(safety.ErrLinkDown)
+		return nil, toolerr.New(toolerr.Unavailable, "The robot's position is unknown, so a grasp cannot be planned.").Wrap(safety.ErrLinkDown)
 	}
 	if st.Gripper != nil && st.Gripper.Holding != "" {
-		e := toolerr.New(toolerr.ActionFailed, "the gripper is already holding %s", st.Gripper.Holding).With("holding", st.Gripper.Holding)
+		e := toolerr.New(toolerr.ActionFailed, "The gripper is already holding %s; nothing moved.", st.Gripper.Holding).With("holding", st.Gripper.Holding)
 		e.Suggestion = "release what the gripper holds (release) before grasping something else"
 		return nil, e
 	}
@@ -514,8 +534,8 @@ func (pl *planner) grasp(ctx context.Context, args map[string]any) (*plan, error
 			return pl.graspPlan(id, obj, st, qPre, qGrasp), nil
 		}
 	}
-	e := toolerr.New(toolerr.ActionFailed, "%s at (%.2f, %.2f, %.2f) cannot be reached from where the robot stands (%.2f, %.2f): %v; nothing moved",
-		id, obj.Position.X, obj.Position.Y, obj.Position.Z, st.Base.X, st.Base.Y, err).With("object_id", id).Wrap(err)
+	e := toolerr.New(toolerr.ActionFailed, "%s at %s cannot be reached from where the robot stands %s: %s; nothing moved.",
+		id, fmtPoint3(obj.Position), robot.FormatPoint(st.Base.X, st.Base.Y), toolerr.Clause(err.Error())).With("object_id", id).Wrap(err)
 	e.Suggestion = "move the base closer to the object first (for example move_base_to a location next to it), then grasp again"
 	return nil, e
 }
@@ -559,7 +579,8 @@ func (pl *planner) graspPlan(id string, obj ObjectInfo, st robot.State, qPre, qG
 	return &plan{
 		steps: steps, stepDur: durs, objectID: id, armGoal: qPre,
 		goal:    id,
-		preview: fmt.Sprintf("grasp %s (%s) at (%.2f, %.2f, %.2f): open, move above it, approach, close, lift", id, obj.Label, obj.Position.X, obj.Position.Y, obj.Position.Z),
+		done:    "grasped " + id,
+		preview: fmt.Sprintf("grasp %s (%s) at %s: open, move above it, approach, close, lift", id, obj.Label, fmtPoint3(obj.Position)),
 		describe: func(i int) string {
 			if i < len(names) {
 				return fmt.Sprintf("%s (step %d of %d)", names[i], i+1, len(names))
@@ -595,12 +616,14 @@ func (pl *planner) release(args map[string]any) (*plan, error) {
 	}
 	goal := "open the gripper"
 	preview := "open the gripper (it holds nothing)"
+	done := "opened the gripper"
 	if held != "" {
 		goal = "release " + held
 		preview = "open the gripper and release " + held + " where it is"
+		done = "released " + held
 	}
 	return &plan{
-		steps: []safety.Step{step}, stepDur: []time.Duration{d}, goal: goal, preview: preview,
+		steps: []safety.Step{step}, stepDur: []time.Duration{d}, goal: goal, preview: preview, done: done,
 		describe: func(int) string { return "opening the gripper" },
 		result: func(robot.State) map[string]any {
 			return map[string]any{"released": held}
@@ -630,11 +653,12 @@ func (pl *planner) safePose(args map[string]any) (*plan, error) {
 		steps, durs = append(steps, s), append(durs, d)
 	}
 	if len(steps) == 0 {
-		return nil, toolerr.New(toolerr.InvalidParams, "this robot has no arm, so it has no safe pose to return to; its base is already safe when stopped")
+		return nil, toolerr.New(toolerr.InvalidParams, "This robot has no arm, so it has no safe pose to return to; its base is already safe when stopped.")
 	}
 	goal := "the safe pose " + name
 	return &plan{
 		steps: steps, stepDur: durs, goal: goal, armGoal: q,
+		done:     "the arm is back in the safe pose " + name,
 		preview:  fmt.Sprintf("return the arm to the safe pose %s at %.0f%% speed; the base stays where it is", name, scale*100),
 		describe: func(int) string { return "returning the arm to " + name },
 		result: func(robot.State) map[string]any {

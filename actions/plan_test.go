@@ -89,7 +89,7 @@ func TestPlan_Previews(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{ToolMoveBaseTo, map[string]any{"location": "table"}, "move the base 1.7 m to the table (1.35, 1.00), facing 0°"},
+		{ToolMoveBaseTo, map[string]any{"location": "table"}, "move the base 1.7 m to table (1.35, 1.00), facing 0°"},
 		{ToolMoveBaseTo, map[string]any{"x": 1.0, "y": 1.0, "theta_deg": 90.0}, "facing 90°"},
 		{ToolMoveArmTo, map[string]any{"pose": "ready"}, "move the arm to pose ready"},
 		{ToolMoveArmTo, map[string]any{"joints": map[string]any{"elbow": -1.0}}, "keeping shoulder_yaw, shoulder_pitch, wrist where they are"},

@@ -174,6 +174,7 @@ func NewRunner(conf RunnerConf) (*Runner, error) {
 		pl:       &planner{cfg: conf.Config, sup: conf.Supervisor, objects: conf.Objects, armScale: conf.ArmVelocityScale},
 		maxTasks: conf.MaxTasks, tasks: map[string]*task{},
 	}
+	r.pl.now = r.clock.Now
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.unobs = r.sup.AddObserver(safety.ObserverFunc(r.onSafetyEvent))
 	return r, nil
@@ -188,7 +189,7 @@ func randomID() string {
 func (r *Runner) viewLocked(t *task) TaskView {
 	v := TaskView{
 		ID: t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), Status: t.m.State(), Progress: t.progress,
-		Text: t.text, ApprovalID: t.approvalID, SessionID: t.req.SessionID, Principal: t.req.Principal,
+		Text: toolerr.Sentence(t.text), ApprovalID: t.approvalID, SessionID: t.req.SessionID, Principal: t.req.Principal,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}
 	if t.result != nil {
@@ -196,6 +197,7 @@ func (r *Runner) viewLocked(t *task) TaskView {
 	}
 	if t.err != nil {
 		e := *t.err
+		e.Message = toolerr.Sentence(e.Message)
 		v.Error = &e
 	}
 	return v
@@ -213,7 +215,7 @@ func (r *Runner) Get(id string) (TaskView, error) {
 }
 
 func notFoundTask(id string) *toolerr.Error {
-	e := toolerr.New(toolerr.NotFound, "there is no task %q", id).With("task_id", id)
+	e := toolerr.New(toolerr.NotFound, "There is no task %q.", id).With("task_id", id)
 	e.Suggestion = "check the task id returned by the action call; tasks from before a restart may be gone"
 	return e
 }

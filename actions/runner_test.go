@@ -109,6 +109,43 @@ func TestSubmit_ApprovalFlowToSuccess(t *testing.T) {
 	require.Equal(t, []fsm.Event{"", fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart, fsm.EvSucceed}, events)
 }
 
+// TestSubmit_GrantCoveredCallAnswersApprovedNamingTheGrant is issue 12
+// item 4: a call an operator's scoped grant covered answered "waiting for
+// an operator to approve" while its motion was starting.
+func TestSubmit_GrantCoveredCallAnswersApprovedNamingTheGrant(t *testing.T) {
+	// Given a scoped grant that covers the call when it is filed
+	b := newBench(t, benchOpt{})
+	until := time.Date(2026, 1, 2, 14, 5, 30, 0, time.UTC)
+	b.appr.Covering = func(r actions.ApprovalRequest) actions.Decision {
+		return actions.Decision{
+			Approved: true, By: "alice", GrantID: "grant-" + r.TaskID,
+			GrantScope: "move_arm_to the named poses ready, stowed", GrantExpires: until,
+		}
+	}
+	// When the agent calls the action
+	v, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
+	require.NoError(t, err)
+	// Then the answer is the status the task really has, approved, and
+	// says by whose grant, for what, until when
+	require.Equal(t, fsm.Approved, v.Status, v.Text)
+	require.Equal(t, "Approved by alice's grant grant-"+v.ID+" (move_arm_to the named poses ready, stowed), valid until 14:05 UTC; starting: move the arm to pose ready, about 3 s.", v.Text)
+	require.NotContains(t, v.Text, "waiting")
+	// And the motion runs on that grant
+	v = b.finish(v.ID)
+	require.Equal(t, fsm.Succeeded, v.Status, v.Text)
+	require.Len(t, b.bot.commands(), 1)
+	b.rec.mu.Lock()
+	defer b.rec.mu.Unlock()
+	var events []fsm.Event
+	for _, r := range b.rec.recs {
+		events = append(events, r.Event)
+		if r.Event == fsm.EvStart {
+			require.Equal(t, "grant-"+v.ID, r.GrantID)
+		}
+	}
+	require.Equal(t, []fsm.Event{"", fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart, fsm.EvSucceed}, events)
+}
+
 func TestSubmit_DeniedCarriesOperatorReasonVerbatim(t *testing.T) {
 	b := newBench(t, benchOpt{})
 	v, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
@@ -245,11 +282,22 @@ func TestCancel_ExecutingReportsCancelledOnlyWhenStopped(t *testing.T) {
 	waitFor(t, func() bool { return b.bot.stopCount() > 0 })
 	// The robot has not reported itself at rest after the stop yet.
 	require.Empty(t, done)
-	b.fc.Advance(20 * time.Millisecond)
-	b.bot.publish()
-	v = <-done
+	// Then it does: a state after the stop (published until the cancel
+	// answers, since the first may reach the supervisor before it noted
+	// the stop's time, and count as a state from before it).
+	v = func() actions.TaskView {
+		for {
+			b.fc.Advance(20 * time.Millisecond)
+			b.bot.publish()
+			select {
+			case v := <-done:
+				return v
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
 	require.Equal(t, fsm.Cancelled, v.Status)
-	require.Contains(t, v.Error.Message, "cancelled by agent")
+	require.Contains(t, v.Error.Message, "move_arm_to was stopped after it had barely started because the agent cancelled it; robot stopped.")
 	require.Len(t, b.bot.commands(), 1, "a cancel never starts recovery")
 }
 
@@ -284,7 +332,7 @@ func TestStop_CancelsLiveTaskWithoutApproval(t *testing.T) {
 	require.Equal(t, fsm.Cancelled, got.Status)
 	rep, err := b.run.Stop(context.Background(), "agent", "")
 	require.NoError(t, err)
-	require.Contains(t, rep.Text, "no task was running")
+	require.Contains(t, rep.Text, "No task was running.")
 	require.Equal(t, 2, b.bot.stopCount())
 }
 
@@ -303,7 +351,7 @@ func TestTimeout_ErrorSaysWhatRecoveryDidAndWhereTheRobotIs(t *testing.T) {
 	msg := v.Error.Message
 	require.Contains(t, msg, "timed out")
 	require.Contains(t, msg, "arm already in stowed")
-	require.Contains(t, msg, "short of the table")
+	require.Contains(t, msg, "short of table,")
 	require.Contains(t, msg, "no task running")
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
-	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 // Cancel cancels a task. Awaiting approval (or approved, not started):
@@ -35,22 +34,23 @@ func (r *Runner) Cancel(ctx context.Context, id, by string) (TaskView, error) {
 	if t.m.State().Terminal() {
 		return r.Get(id)
 	}
-	err := r.sup.CancelTask(ctx, t.id, by, "cancel_task")
-	r.endStopped(t, by, "cancelled by "+by)
+	err := r.sup.CancelTask(ctx, t.id, by, cancelReason)
+	r.endStopped(t, by, "cancelled by "+by, safety.StopRequest{Cause: safety.StopByRequest, By: by, Reason: cancelReason})
 	v, werr := r.waitTerminal(ctx, t)
 	if err != nil {
-		return v, err
+		return v, asSentences(err)
 	}
-	return v, werr
+	return v, asSentences(werr)
 }
 
 // endStopped ends t after the supervisor recorded its stop: a task that
 // never reached the start is cancelled with nothing sent; a moving one is
-// told to stop and ends through its supervised motion.
-func (r *Runner) endStopped(t *task, by, reason string) {
+// told to stop and ends through its supervised motion. reason is the
+// transition's record; req says in the task's words who stopped it.
+func (r *Runner) endStopped(t *task, by, reason string, req safety.StopRequest) {
 	// Refused (and harmless) when the start came first: the motion then
 	// ends through the supervisor, which has recorded the stop.
-	r.cancelBeforeMotion(t, by, reason)
+	r.cancelBeforeMotion(t, by, reason, req)
 	t.cancel()
 }
 
@@ -73,11 +73,11 @@ func (r *Runner) observe() robot.Observation {
 	}
 }
 
-// cancelBeforeMotion ends a task that has sent nothing.
-func (r *Runner) cancelBeforeMotion(t *task, by, reason string) {
+// cancelBeforeMotion ends a task that has sent nothing; reason is the
+// transition's record, req what stopped it, for the task's words.
+func (r *Runner) cancelBeforeMotion(t *task, by, reason string, req safety.StopRequest) {
 	st, _, _ := r.sup.Latest()
-	e := toolerr.New(toolerr.ActionFailed, "%s before it started; nothing moved; %s", reason, whereNow(r.cfg, nil, st, untouched))
-	e.Suggestion = "the task was cancelled on request; ask the user before trying it again"
+	e := beforeStartError(t.req.Tool, req, whereNow(r.cfg, nil, st, untouched))
 	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	if err == nil {
 		if aid := r.approvalID(t); aid != "" && r.approver != nil {
@@ -95,7 +95,7 @@ func (r *Runner) Stop(ctx context.Context, by, reason string) (StopReport, error
 		by = "agent"
 	}
 	if reason == "" {
-		reason = "stop requested"
+		reason = defaultStopReason
 	}
 	r.mu.Lock()
 	t := r.live
@@ -115,19 +115,14 @@ func (r *Runner) Stop(ctx context.Context, by, reason string) (StopReport, error
 	}
 	rep := StopReport{State: obs.State, Robot: obs.Summary()}
 	if t != nil {
-		r.endStopped(t, by, "stopped by "+by)
+		r.endStopped(t, by, "stopped by "+by, safety.StopRequest{Cause: safety.StopByRequest, By: by, Reason: reason})
 		rep.Cancelled = append(rep.Cancelled, t.id)
-	}
-	if t != nil {
-		rep.Text = fmt.Sprintf("task %s (%s) cancelled; %s", t.id, t.req.Tool, rep.Robot)
+		rep.Text = stopText(rep.Robot, t.id, t.req.Tool, err == nil)
 	} else {
-		rep.Text = rep.Robot + "; no task was running"
+		rep.Text = stopText(rep.Robot, "", "", err == nil)
 	}
 	if err != nil {
-		rep.Text = "the stop command could not be delivered; " + rep.Text
-	}
-	if err != nil {
-		return rep, err
+		return rep, asSentences(err)
 	}
 	return rep, nil
 }
@@ -138,7 +133,7 @@ func (r *Runner) submitStop(ctx context.Context, req Request) (TaskView, error) 
 	now := r.clock.Now()
 	v := TaskView{
 		Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
-		Progress: Progress{Fraction: 1, Text: "stop sent"}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.Robot},
+		Progress: Progress{Fraction: 1, Text: progressStopSent}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.Robot},
 		SessionID: req.SessionID, Principal: req.Principal, CreatedAt: now, UpdatedAt: now,
 	}
 	return v, err
@@ -155,7 +150,11 @@ func (r *Runner) onSafetyEvent(e safety.Event) {
 	// after its reset.
 	defer func() {
 		if bw, ok := r.approver.(BulkWithdrawer); ok {
-			bw.WithdrawAll("e-stop pressed by " + orSomeone(e.By))
+			by := e.By
+			if by == "" {
+				by = "an operator"
+			}
+			bw.WithdrawAll("e-stop pressed by " + by)
 		}
 	}()
 	r.mu.Lock()
@@ -167,8 +166,7 @@ func (r *Runner) onSafetyEvent(e safety.Event) {
 	switch t.m.State() {
 	case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
 		st, _, _ := r.sup.Latest()
-		te := toolerr.New(toolerr.EStopActive, "the e-stop was pressed by %s (%s) before %s started; nothing moved; %s",
-			e.By, orNone(e.Reason), t.req.Tool, whereNow(r.cfg, nil, st, untouched)).Wrap(safety.ErrEStopActive)
+		te := estopBeforeStartError(t.req.Tool, e.By, e.Reason, whereNow(r.cfg, nil, st, untouched))
 		if err := r.fire(t, fsm.EvEStop, trOpts{by: e.By, reason: e.Reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = te, te.Message }}); err == nil {
 			if aid := r.approvalID(t); aid != "" && r.approver != nil {
 				r.approver.Withdraw(aid, "e-stop pressed")
@@ -191,7 +189,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	if t != nil {
 		switch t.m.State() {
 		case fsm.Requested, fsm.AwaitingApproval, fsm.Approved:
-			r.cancelBeforeMotion(t, "bridge", "the bridge is shutting down")
+			r.cancelBeforeMotion(t, "bridge", "the bridge is shutting down", safety.StopRequest{Cause: safety.StopByRequest, By: "bridge"})
 		}
 	}
 	r.cancel()

@@ -17,6 +17,11 @@ import (
 // succeeded view with no id whose Result lists the cancelled tasks;
 // cancel_task returns the cancelled task's view.
 func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
+	v, err := r.submit(ctx, req)
+	return v, asSentences(err)
+}
+
+func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	switch req.Tool {
 	case ToolStop:
 		return r.submitStop(ctx, req)
@@ -32,7 +37,7 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 				SessionID: req.SessionID, Principal: req.Principal, TraceID: req.TraceID,
 			})
 			v.Tool, v.Arguments = ToolReturnToSafePose, cloneArgs(req.Arguments)
-			v.Text = "this robot has no arm, so its safe pose is the base stopped: " + v.Text
+			v.Text = baseOnlySafePoseText(v.Text)
 			return v, err
 		}
 	case ToolCancelTask:
@@ -80,13 +85,13 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	if err := r.sup.CheckLimits(p.commands()...); err != nil {
 		te := toolerr.As(err)
 		if te.Type == toolerr.SafetyViolation {
-			te.Message = req.Tool + " refused before asking an operator: " + te.Message + "; nothing moved"
+			te = refusedBeforeAskingError(req.Tool, te)
 		}
 		return TaskView{}, te
 	}
 	needApproval := policy.Approval != hwconfig.ApprovalNever
 	if needApproval && r.approver == nil {
-		e := toolerr.New(toolerr.PermissionDenied, "%s needs an operator's approval, but no approval service is configured; nothing moved", req.Tool)
+		e := toolerr.New(toolerr.PermissionDenied, "%s needs an operator's approval, but no approval service is configured; nothing moved.", req.Tool)
 		e.Suggestion = "tell the user that this bridge has no operator console for approvals; only tools configured with approval: never can run"
 		return TaskView{}, e
 	}
@@ -100,7 +105,7 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	for i := range t.stepStart {
 		t.stepStart[i] = -1
 	}
-	t.text = "requested: " + p.preview
+	t.text = requestedText(p.preview)
 	// Register atomically with the busy check.
 	r.mu.Lock()
 	if r.live != nil {
@@ -142,7 +147,7 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	if !needApproval {
 		_ = r.fire(t, fsm.EvPreauthorized, trOpts{by: "config", reason: "approval: never for " + req.Tool, mutate: func(t *task) {
-			t.text = "authorized by the config; starting: " + p.preview
+			t.text = preauthorizedText(p.preview)
 		}})
 		r.wg.Add(1)
 		go r.run(t, nil)
@@ -154,7 +159,7 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {
-		te := toolerr.New(toolerr.Unavailable, "the approval request for %s could not be filed: %v; nothing moved", req.Tool, err).Wrap(err)
+		te := toolerr.New(toolerr.Unavailable, "The approval request for %s could not be filed: %s; nothing moved.", req.Tool, toolerr.Clause(toolerr.As(err).Message)).Wrap(err)
 		te.RetryAfter = time.Second
 		_ = r.fire(t, fsm.EvReject, trOpts{by: "approval", reason: err.Error(), mutate: func(t *task) {
 			t.err, t.text = te, te.Message
@@ -167,11 +172,26 @@ func (r *Runner) Submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	if err := r.fire(t, fsm.EvNeedApproval, trOpts{by: by, reason: "approval requested", mutate: func(t *task) {
 		t.approvalID = approvalID
-		t.text = "waiting for an operator to approve: " + p.preview
+		t.text = waitingText(p.preview)
 	}}); err != nil {
 		// Cancelled or e-stopped in the meantime.
 		r.approver.Withdraw(approvalID, "task ended before approval was requested")
 		return r.Get(t.id)
+	}
+	// A call an operator's scoped grant covers is decided when it is
+	// filed: the task answers approved (and says by which grant), never
+	// "waiting for an operator" while its motion starts.
+	select {
+	case d, ok := <-decision:
+		if !ok {
+			d = Decision{Cancelled: true, Reason: "the approval service closed the request"}
+		}
+		if r.decide(t, d, grantText(d, p.preview)) {
+			r.wg.Add(1)
+			go r.run(t, nil)
+		}
+		return r.Get(t.id)
+	default:
 	}
 	r.wg.Add(1)
 	go r.run(t, decision)
@@ -182,11 +202,6 @@ func (r *Runner) isClosed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.closed
-}
-
-func busyError(id, tool string, st fsm.State) *toolerr.Error {
-	return toolerr.New(toolerr.RobotBusy, "task %s (%s) is %s; one motion task runs at a time", id, tool, st).
-		With("task_id", id).With("tool", tool).With("status", string(st))
 }
 
 func (r *Runner) refuseBusy() error {
@@ -210,7 +225,7 @@ func (r *Runner) refuseLatched() error {
 		if s.LinkUp {
 			why = "no state has arrived from the robot yet"
 		}
-		e := toolerr.New(toolerr.Unavailable, "%s; no motion can be requested until the bridge hears from the robot again", why).
+		e := toolerr.New(toolerr.Unavailable, "%s; no motion can be requested until the bridge hears from the robot again.", capFirst(why)).
 			With("link_up", s.LinkUp)
 		e.RetryAfter = linkRetryAfter
 		return e
@@ -225,15 +240,11 @@ func (r *Runner) refuseLatchedSince(t *task, gen uint64) error {
 	if r.sup.LatchGeneration() == gen {
 		return nil
 	}
-	err := r.sup.RefuseLatched()
 	var te *toolerr.Error
-	if err != nil {
-		te = toolerr.As(err)
-		te.Message = t.req.Tool + " refused: " + te.Message + " (it latched while the call was being planned); nothing moved"
+	if err := r.sup.RefuseLatched(); err != nil {
+		te = latchedWhilePlanningError(t.req.Tool, toolerr.As(err))
 	} else {
-		te = toolerr.New(toolerr.EStopActive, "%s refused: an e-stop or fault latched and was released while the call was being planned; nothing moved", t.req.Tool).
-			Wrap(safety.ErrEStopActive)
-		te.Suggestion = "tell the user the robot was e-stopped while this was being prepared; ask them before requesting it again"
+		te = latchedWhilePlanningError(t.req.Tool, nil)
 	}
 	ev := fsm.EvReject
 	if te.Type == toolerr.EStopActive {

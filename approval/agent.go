@@ -17,14 +17,10 @@ import (
 // PendingError is APPROVAL_PENDING for a task still waiting for an
 // operator: it names the task to poll and when the request expires.
 func PendingError(taskID string, a Approval, now time.Time) *toolerr.Error {
-	left := a.ExpiresAt.Sub(now).Round(time.Second)
-	if left < 0 {
-		left = 0
-	}
 	e := toolerr.New(toolerr.ApprovalPending,
-		"%s is waiting for an operator's approval (request %s); it expires in %s if nobody decides",
-		a.Tool, a.ID, left)
-	e.Suggestion = fmt.Sprintf("poll get_task with task_id %q and wait_ms (for example 10000) until the status changes; do not call %s again",
+		"%s is waiting for an operator's approval (request %s); it expires in %s if nobody decides.",
+		a.Tool, a.ID, waitWords(a.ExpiresAt.Sub(now)))
+	e.Suggestion = fmt.Sprintf("poll get_task with task_id %q and wait_ms (for example 10000) until the status changes; do not call %s again.",
 		taskID, a.Tool)
 	e.RetryAfter = time.Second
 	return e.With("task_id", taskID).With("approval_id", a.ID).With("expires_at", a.ExpiresAt.UTC().Format(time.RFC3339))
@@ -40,11 +36,11 @@ func DecisionError(tool, approvalID string, d actions.Decision) *toolerr.Error {
 		return nil
 	case d.Expired:
 		return toolerr.New(toolerr.ApprovalExpired,
-			"no operator approved %s in time (request %s expired); nothing moved", tool, approvalID).
+			"No operator approved %s in time (request %s expired); nothing moved.", tool, approvalID).
 			With("approval_id", approvalID)
 	default:
 		return toolerr.New(toolerr.ApprovalDenied,
-			"the operator %s denied %s; nothing moved. Their reason: %s", d.By, tool, d.Reason).
+			"%s denied %s; nothing moved. Their reason: %s", capFirst(operatorName(d.By)), tool, toolerr.Sentence(quoteReason(d.Reason))).
 			With("approval_id", approvalID).With("reason", d.Reason).With("denied_by", d.By)
 	}
 }

@@ -17,7 +17,7 @@ func TestPendingError_NamesTaskAndExpiry(t *testing.T) {
 
 	require.Equal(t, toolerr.ApprovalPending, e.Type)
 	require.True(t, e.Retryable())
-	require.Equal(t, "move_base_to is waiting for an operator's approval (request apr_1); it expires in 45s if nobody decides", e.Message)
+	require.Equal(t, "move_base_to is waiting for an operator's approval (request apr_1); it expires in 45 s if nobody decides.", e.Message)
 	require.Contains(t, e.SuggestionText(), `get_task with task_id "task-1"`)
 	require.Equal(t, "task-1", e.Details["task_id"])
 	require.Equal(t, "2026-03-01T12:01:00Z", e.Details["expires_at"])
@@ -33,8 +33,8 @@ func TestDecisionError(t *testing.T) {
 	}{
 		{"approved", actions.Decision{Approved: true, By: "alice"}, "", ""},
 		{"cancelled", actions.Decision{Cancelled: true}, "", ""},
-		{"expired", actions.Decision{Expired: true, By: SystemActor}, toolerr.ApprovalExpired, "no operator approved move_base_to in time (request apr_1 expired); nothing moved"},
-		{"denied", actions.Decision{Reason: reason, By: "alice"}, toolerr.ApprovalDenied, "the operator alice denied move_base_to; nothing moved. Their reason: " + reason},
+		{"expired", actions.Decision{Expired: true, By: SystemActor}, toolerr.ApprovalExpired, "No operator approved move_base_to in time (request apr_1 expired); nothing moved."},
+		{"denied", actions.Decision{Reason: reason, By: "alice"}, toolerr.ApprovalDenied, "Operator alice denied move_base_to; nothing moved. Their reason: \"" + reason + "\"."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := DecisionError(ToolMoveBase, "apr_1", tc.d)

@@ -102,7 +102,7 @@ func (s *Service) check(g *grant, u safety.Use, now time.Time) (bool, *RefusalEr
 	sn := &g.snap
 	switch {
 	case sn.RevokedAt != nil:
-		r := refuse(CauseRevoked, "the operator %s revoked the grant at %s", sn.RevokedBy, sn.RevokedAt.UTC().Format(time.RFC3339))
+		r := refuse(CauseRevoked, "%s revoked the grant at %s", operatorName(sn.RevokedBy), clockTime(*sn.RevokedAt))
 		r.By, r.Reason = sn.RevokedBy, sn.RevokeReason
 		if sn.RevokeReason != "" {
 			r.Detail += "; their reason: " + sn.RevokeReason
@@ -126,12 +126,12 @@ func (s *Service) check(g *grant, u safety.Use, now time.Time) (bool, *RefusalEr
 		}
 		// ended without a revocation: the TTL timer found it unstarted.
 		if g.ended || (expired && !g.started) {
-			return false, refuse(CauseExpired, "the approval expired at %s before the task started", sn.ExpiresAt.UTC().Format(time.RFC3339))
+			return false, refuse(CauseExpired, "the approval expired at %s before the task started", clockTime(sn.ExpiresAt))
 		}
 		return g.started, nil
 	}
 	if expired || g.ended {
-		return false, refuse(CauseExpired, "the scoped grant expired at %s; its time limit also ends the motions running on it", sn.ExpiresAt.UTC().Format(time.RFC3339))
+		return false, refuse(CauseExpired, "the scoped grant expired at %s; its time limit also ends the motions running on it", clockTime(sn.ExpiresAt))
 	}
 	h, ok := g.tasks[u.TaskID]
 	return ok && u.TaskID != "" && h == u.ArgsHash, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 // Sentinels callers branch on. The typed errors below wrap them.
@@ -38,8 +39,12 @@ type LatchedError struct {
 }
 
 func (e *LatchedError) Error() string {
-	return fmt.Sprintf("approval %s was not approved: %v; the request was withdrawn and nothing will move on it — the agent must call again after the reset",
-		e.ApprovalID, e.Err)
+	why := "a safety latch is set"
+	if e.Err != nil {
+		why = toolerr.Clause(toolerr.As(e.Err).Message)
+	}
+	return fmt.Sprintf("approval %s was not approved: %s; the request was withdrawn and nothing will move on it — the agent must call again after the reset",
+		e.ApprovalID, why)
 }
 
 // Unwrap returns ErrLatched and the latch's own error.
@@ -77,7 +82,7 @@ func (e *NotPendingError) Error() string {
 		s += " by " + e.By
 	}
 	if !e.At.IsZero() {
-		s += " at " + e.At.UTC().Format(time.RFC3339)
+		s += " at " + clockTime(e.At)
 	}
 	return s
 }

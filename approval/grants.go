@@ -112,10 +112,10 @@ func (s *Service) CreateGrant(ctx context.Context, by string, scope Scope, ttl t
 // newScoped validates a scope and TTL into a grant without id or times.
 func (s *Service) newScoped(sc Scope, ttl time.Duration, by, scopeField, ttlField string) (*grant, error) {
 	if ttl <= 0 {
-		return nil, invalid(ttlField, "required: a positive duration like \"10m\", at most %s", s.maxGrantTTL)
+		return nil, invalid(ttlField, "required: a positive duration like \"10m\", at most %s", ttlWords(s.maxGrantTTL))
 	}
 	if ttl > s.maxGrantTTL {
-		return nil, invalid(ttlField, "%s is longer than this robot's max_grant_ttl of %s", ttl, s.maxGrantTTL)
+		return nil, invalid(ttlField, "%s is longer than this robot's max_grant_ttl of %s", ttlWords(ttl), ttlWords(s.maxGrantTTL))
 	}
 	b, err := compileScope(s.cfg, sc, scopeField)
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *Service) expireGrant(id string) *GrantEnd {
 		g.ended = true
 		end = &GrantEnd{
 			GrantID: id, By: SystemActor, Expired: true,
-			Reason: "its time limit ran out at " + snap.ExpiresAt.UTC().Format(time.RFC3339),
+			Reason: "its time limit ran out at " + clockTime(snap.ExpiresAt),
 		}
 	}
 	s.mu.Unlock()

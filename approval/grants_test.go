@@ -192,7 +192,7 @@ func TestCreateGrant_Validation(t *testing.T) {
 		{"region on release", Scope{Tool: ToolRelease, Region: [][]float64{{0, 0}}}, time.Minute, "scope.region", "does not apply to release"},
 		{"labels on arm", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}, Labels: []string{"cup"}}, time.Minute, "scope.labels", "only to grasp"},
 		{"zero ttl", Scope{Tool: ToolRelease}, 0, "ttl", "required"},
-		{"ttl beyond max", Scope{Tool: ToolRelease}, 31 * time.Minute, "ttl", "longer than this robot's max_grant_ttl of 30m0s"},
+		{"ttl beyond max", Scope{Tool: ToolRelease}, 31 * time.Minute, "ttl", "longer than this robot's max_grant_ttl of 30m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -298,7 +298,7 @@ func TestGrantEnded_ScopedGrantTTLFiringEndsItsMotions(t *testing.T) {
 	// Then the hook is told it expired, once, with no lock held
 	require.Equal(t, []GrantEnd{{
 		GrantID: g.ID, By: SystemActor, Expired: true,
-		Reason: "its time limit ran out at 2026-03-01T12:05:00Z",
+		Reason: "its time limit ran out at 12:05:00 UTC",
 	}}, ends.all(t))
 
 	// And revoking the dead grant afterwards announces no second end
@@ -342,7 +342,7 @@ func TestGrantEnded_OnceGrantTTL(t *testing.T) {
 			if tc.wantEnded {
 				require.Equal(t, []GrantEnd{{
 					GrantID: g, By: SystemActor, Expired: true,
-					Reason: "its time limit ran out at 2026-03-01T12:01:00Z",
+					Reason: "its time limit ran out at 12:01:00 UTC",
 				}}, ends.all(t))
 				require.ErrorIs(t, err, safety.ErrGrantExpired)
 				return

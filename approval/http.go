@@ -271,9 +271,11 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// writeError answers an operator API refusal; its message is a sentence,
+// as every message of the bridge is.
 func writeError(w http.ResponseWriter, code int, t toolerr.Type, msg string) {
 	var b errorBody
-	b.Error.Type, b.Error.Message = t, msg
+	b.Error.Type, b.Error.Message = t, toolerr.Sentence(msg)
 	writeJSON(w, code, b)
 }
 

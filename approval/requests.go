@@ -95,7 +95,10 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 			return "", nil, toolerr.New(toolerr.Internal, "could not record the approval request").Wrap(err)
 		}
 		s.insertApproval(a)
-		ch <- actions.Decision{Approved: true, By: g.CreatedBy, GrantID: g.ID, Reason: a.Reason}
+		ch <- actions.Decision{
+			Approved: true, By: g.CreatedBy, GrantID: g.ID, Reason: a.Reason,
+			GrantScope: g.Description, GrantExpires: g.ExpiresAt,
+		}
 		close(ch)
 		s.log.Info("approval covered by scoped grant", "approval_id", id, "task_id", r.TaskID, "tool", r.Tool, "grant_id", g.ID)
 		created := *a

@@ -302,7 +302,7 @@ func TestApprove_OnceGrantRevokedStopsEvenTheBoundTask(t *testing.T) {
 	err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
 	require.ErrorIs(t, err, safety.ErrNotAuthorized)
 	require.ErrorIs(t, err, safety.ErrGrantRevoked)
-	require.ErrorContains(t, err, "the operator bob revoked the grant")
+	require.ErrorContains(t, err, "operator bob revoked the grant")
 }
 
 func TestDeny_ReasonReachesDecisionVerbatim(t *testing.T) {
@@ -456,7 +456,10 @@ func TestApprove_WithScopedGrantCoversLaterCalls(t *testing.T) {
 	// Then stowed is approved at once by the grant, recorded as such, and
 	// raw joints wait for an operator
 	d2 := decision(t, ch2)
-	require.Equal(t, actions.Decision{Approved: true, By: "alice", GrantID: "grt_3", Reason: d2.Reason}, d2)
+	require.Equal(t, actions.Decision{
+		Approved: true, By: "alice", GrantID: "grt_3", Reason: d2.Reason,
+		GrantScope: "move_arm_to the named poses ready, stowed", GrantExpires: scoped.ExpiresAt,
+	}, d2, "the decision says what the grant allows and until when, for the task's words")
 	require.Contains(t, d2.Reason, "covered by scoped grant grt_3")
 	a2, _ := f.svc.Get(id2)
 	require.Equal(t, StatusApproved, a2.Status)
