@@ -322,7 +322,7 @@ func (s *Summarizer) Lookup(ctx context.Context, id string) (actions.ObjectInfo,
 	defer s.mu.Unlock()
 	t, ok := s.byID[id]
 	if !ok || now.Sub(t.lastSeen) > s.forget {
-		e := toolerr.New(toolerr.NotFound, "no object with id %q is known", id).With("id", id)
+		e := toolerr.New(toolerr.NotFound, "No object with id %q is known.", id).With("id", id)
 		e.Suggestion = "call describe_scene and use one of the ids it lists"
 		if ids := s.freshIDsLocked(now, 10); len(ids) > 0 {
 			e.With("known_ids", ids)
@@ -330,8 +330,8 @@ func (s *Summarizer) Lookup(ctx context.Context, id string) (actions.ObjectInfo,
 		return actions.ObjectInfo{}, e
 	}
 	if ago := now.Sub(t.lastSeen); ago > s.staleAfter {
-		e := toolerr.New(toolerr.NotFound, "object %s was last seen %s ago, longer than %s, so its position can no longer be trusted",
-			id, fmtAgo(ago), s.staleAfter).With("id", id).With("last_seen", t.lastSeen)
+		e := toolerr.New(toolerr.NotFound, "Object %s was last seen %s ago, longer than %s, so its position can no longer be trusted.",
+			id, fmtAgo(ago), fmtAgo(s.staleAfter)).With("id", id).With("last_seen", t.lastSeen)
 		e.Suggestion = "call describe_scene to get current ids; if " + id + " is not listed, turn or move the robot so the camera sees where it was, then call describe_scene again"
 		return actions.ObjectInfo{}, e
 	}
@@ -528,7 +528,7 @@ func appendCounts(b []byte, counts map[string]int) []byte {
 }
 
 // appendObject writes one object's sentence, e.g.
-// "cup-1: cup on the table, 0.92 m away 23° to the left, within reach."
+// "cup-1: cup on table, 0.92 m away 23° to the left, within reach."
 func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
 	b = append(b, o.ID...)
 	b = append(b, ": "...)
@@ -549,7 +549,9 @@ func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
 	case Floor:
 		b = append(b, " on the floor"...)
 	default:
-		b = append(b, " on the "...)
+		// A surface's name comes from the hw-config: written as it is,
+		// never with an article ("on table", "on kitchen_counter").
+		b = append(b, " on "...)
 		b = append(b, o.Surface...)
 	}
 	b = append(b, ", "...)

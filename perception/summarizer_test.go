@@ -230,6 +230,8 @@ func TestStaleness_ReportedThenForgotten(t *testing.T) {
 	require.Contains(t, sc.Text, "last seen 12 s ago, may have moved")
 	_, err = s.Lookup(ctx, "cup-1")
 	requireNotFound(t, err, "last seen 12 s ago")
+	// The limit reads as a reader's number, never as a Go duration ("5s").
+	requireNotFound(t, err, "longer than 5 s, so its position can no longer be trusted.")
 
 	// When forget_after (5 min) passes
 	clk.Advance(5 * time.Minute)
@@ -238,7 +240,7 @@ func TestStaleness_ReportedThenForgotten(t *testing.T) {
 	// Then the cup is gone and its id is unknown
 	require.Empty(t, sc.Objects)
 	_, err = s.Lookup(ctx, "cup-1")
-	requireNotFound(t, err, `no object with id "cup-1"`)
+	requireNotFound(t, err, `No object with id "cup-1" is known.`)
 
 	// And a new cup gets a new id, never a reused one
 	s.Observe(home, []robot.Detection{d}, clk.Now())
