@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,134 @@ type Step struct {
 	// Verify, when set, checks the state once Done holds (a grasp that
 	// must hold the object); an error fails the motion.
 	Verify func(robot.State) error
+	// Miss says how a state misses the step's goal, one clause per
+	// tolerance it is outside of ("heading 27° off the requested 0°,
+	// outside the 10° tolerance"). It is the bridge's second opinion when
+	// the robot's own controller reports the goal reached but Done does
+	// not hold. Optional: a base step without it is judged against the
+	// command's target and the config's base tolerances (BaseMisses).
+	Miss func(robot.State) []string
+}
+
+// GoalReporter is implemented by drivers whose robot runs its own
+// controller to a goal and says when that controller judged the goal
+// reached: a ROS move_base action server's SUCCEEDED. The supervisor
+// takes that verdict as the end of the step, as ROS does: the robot
+// planned and drove by its own tolerances, and a stall monitor has no
+// business stopping a robot that is done. The bridge's own check of the
+// pose becomes a second opinion, reported as a GoalWarning when it
+// disagrees, never a failure. Drivers without such a controller (the
+// simulator, cmd_vel mode, where the bridge itself drives) do not
+// implement it, and Done alone ends a step.
+type GoalReporter interface {
+	// GoalSucceeded reports whether the robot's controller reported the
+	// goal of command cmdID reached, with its own words (often empty).
+	GoalSucceeded(cmdID string) (text string, ok bool)
+}
+
+// GoalWarning is the bridge's second opinion on a step the robot's
+// controller reported finished while the bridge's own check disagrees.
+// The step succeeded; the warning says, with the measured error and the
+// tolerance, where the robot ended up instead.
+type GoalWarning struct {
+	// Step is the step's index, StepName its name ("drive to table").
+	Step     int    `json:"step"`
+	StepName string `json:"step_name"`
+	// Robot is what the robot's controller said with its verdict, often
+	// empty.
+	Robot string `json:"robot,omitempty"`
+	// Misses are the clauses of Step.Miss: "heading 27° off the requested
+	// 0°, outside the 10° tolerance".
+	Misses []string `json:"misses"`
+	// State is the state the check was made on.
+	State robot.State `json:"-"`
+}
+
+// Text says the warning in one clause for a model or an operator:
+// "the robot's controller reported drive to table finished, but the
+// bridge's own check finds heading 27° off the requested 0°, outside the
+// 10° tolerance".
+func (w GoalWarning) Text() string {
+	said := ""
+	if t := strings.TrimSpace(w.Robot); t != "" {
+		said = fmt.Sprintf(" (%q)", strings.TrimRight(t, ". "))
+	}
+	misses := "the goal not reached"
+	if len(w.Misses) > 0 {
+		misses = strings.Join(w.Misses, "; ")
+	}
+	return fmt.Sprintf("the robot's controller reported %s finished%s, but the bridge's own check finds %s", w.StepName, said, misses)
+}
+
+// Slack of a base goal's check over its tolerances, for odometry noise.
+const (
+	goalSlack = 0.005 // m
+	yawSlack  = 0.005 // rad
+)
+
+// BaseMisses says how the base at pose misses target: its distance when
+// it is more than tol metres from (target.X, target.Y), and its heading
+// when it is more than yawTol radians off target.Theta (unless
+// ignoreTheta), each with the slack BaseStep's Done allows. Each clause states the measured error and the tolerance,
+// as a model can act on it: "0.42 m from the requested (1.35, 1.00),
+// outside the 0.05 m tolerance", "heading 27° off the requested 0°,
+// outside the 10° tolerance". It is empty when the pose is within both.
+func BaseMisses(pose, target robot.Pose2D, ignoreTheta bool, tol, yawTol float64) []string {
+	var out []string
+	if d := math.Hypot(target.X-pose.X, target.Y-pose.Y); d > tol+goalSlack {
+		out = append(out, fmt.Sprintf("%s m from the requested %s, outside the %s m tolerance",
+			robot.Fixed(d, 2), robot.FormatPoint(target.X, target.Y), trimNum(tol)))
+	}
+	if !ignoreTheta {
+		if e := math.Abs(robot.NormalizeAngle(target.Theta - pose.Theta)); e > yawTol+yawSlack {
+			out = append(out, fmt.Sprintf("heading %s off the requested %s, outside the %s° tolerance",
+				robot.Heading(e), robot.Heading(target.Theta), trimNum(robot.Degrees(yawTol))))
+		}
+	}
+	return out
+}
+
+// trimNum writes a tolerance as the config would: 0.05, 10, 2.5.
+func trimNum(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
+}
+
+// BaseStep is a step that drives the base to goal: done when the base is
+// within tol metres of the target and, unless goal.IgnoreTheta, within
+// yawTol radians of its heading (each with 5 mm / 5 mrad of slack for
+// odometry noise, as the move_base_to plan has always allowed), and at
+// rest. Its Remaining shrinks as the base closes
+// in and turns, and its Miss is BaseMisses with the same tolerances, so a
+// location's own goal_tolerance and yaw_tolerance_deg decide both.
+func BaseStep(name string, goal robot.BaseGoal, tol, yawTol float64) Step {
+	target := goal.Target
+	hasTh := !goal.IgnoreTheta
+	return Step{
+		Name:    name,
+		Command: robot.Command{Kind: robot.CmdMoveBase, Base: &goal},
+		Done: func(s robot.State) bool {
+			if math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y) > tol+goalSlack {
+				return false
+			}
+			if hasTh && math.Abs(robot.NormalizeAngle(target.Theta-s.Base.Theta)) > yawTol+yawSlack {
+				return false
+			}
+			return math.Abs(s.Velocity.V) < RestLinear && math.Abs(s.Velocity.W) < RestAngular
+		},
+		Remaining: func(s robot.State) float64 {
+			d := math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y)
+			var e float64
+			if d > tol {
+				e = robot.NormalizeAngle(math.Atan2(target.Y-s.Base.Y, target.X-s.Base.X) - s.Base.Theta)
+			} else if hasTh {
+				e = robot.NormalizeAngle(target.Theta - s.Base.Theta)
+			}
+			return d + 0.2*math.Abs(e)
+		},
+		Miss: func(s robot.State) []string {
+			return BaseMisses(s.Base, target, goal.IgnoreTheta, tol, yawTol)
+		},
+	}
 }
 
 // Hooks let the action runner record the task's transitions at the right
@@ -132,6 +261,10 @@ type Outcome struct {
 	Stop *StopRequest
 	// State is the latest robot state when Execute returned.
 	State robot.State
+	// Warnings are the bridge's second opinions on steps the robot's
+	// controller reported finished where the bridge's own check disagreed
+	// (see GoalReporter), in step order. They do not change Kind.
+	Warnings []GoalWarning
 }
 
 // Execute runs m under supervision and returns when it has succeeded,
@@ -199,6 +332,8 @@ type run struct {
 	s    *Supervisor
 	a    *activeMotion
 	sctx context.Context
+	// warnings collects the motion's GoalWarnings (the loop's own).
+	warnings []GoalWarning
 }
 
 // idle records that the loop has processed everything up to now and is
@@ -223,6 +358,12 @@ func (r *run) setPhase(p Phase) {
 }
 
 func (r *run) execute(ctx context.Context, m Motion) Outcome {
+	out := r.execute1(ctx, m)
+	out.Warnings = r.warnings
+	return out
+}
+
+func (r *run) execute1(ctx context.Context, m Motion) Outcome {
 	trip, done, err := r.supervise(ctx, m.Auth, m.Steps, m.Deadline, m.Hooks.BeforeStart, m.Hooks.Progress, false)
 	if err != nil {
 		st, _, _ := r.s.Latest()
@@ -468,11 +609,17 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			return false, mkTrip(TripShutdown, 0, "the bridge is shutting down", nil)
 		}
 	}
+	reporter, _ := s.drv.(GoalReporter)
 	for i, step := range steps {
-		// Send the step through the gate.
+		// Send the step through the gate, under an id of its own so the
+		// driver can say when the robot's controller finished it.
 		var before func() error
 		if i == 0 {
 			before = beforeStart
+		}
+		cmd := step.Command
+		if cmd.ID == "" {
+			cmd.ID = s.commandID(auth)
 		}
 		for {
 			// A robot that does not accept a goal within the state timeout
@@ -481,7 +628,7 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			// is an AfterFunc on the supervisor's clock.)
 			sctx, cancel := context.WithCancelCause(ctx)
 			tm := s.clock.AfterFunc(s.set.stateTimeout, func() { cancel(errAcceptTimeout) })
-			err := s.send(sctx, auth, step.Command, before)
+			err := s.send(sctx, auth, cmd, before)
 			tm.Stop()
 			cancel(nil)
 			if err == nil {
@@ -511,6 +658,13 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		stepStart := s.clock.Now()
 		best, lastProgress := math.Inf(1), stepStart
 		var lastSeen time.Time
+		// finished is set once the robot's controller reported the goal
+		// reached (GoalReporter), at finishedAt on the supervisor's clock.
+		var (
+			finished     bool
+			finishedText string
+			finishedAt   time.Time
+		)
 		for {
 			now := s.clock.Now()
 			st, at, have := s.Latest()
@@ -530,6 +684,11 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				progress(i, st)
 			}
 			lastSeen = at
+			if !finished && reporter != nil {
+				if text, ok := reporter.GoalSucceeded(cmd.ID); ok {
+					finished, finishedText, finishedAt = true, text, now
+				}
+			}
 			// Only a state received after the command counts: one from
 			// before it may show the goal "reached" while the robot is
 			// about to move the last millimetres.
@@ -541,10 +700,31 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				}
 				break
 			}
+			// The robot's controller said the goal is reached: once a
+			// state received after that shows the robot at rest, the step
+			// is done, and where the bridge's own check disagrees it says
+			// so, with the numbers, in a warning.
+			if finished && have && at.After(finishedAt) && !st.Moving(RestLinear, RestAngular) {
+				if step.Verify != nil {
+					if err := step.Verify(st); err != nil {
+						return r.trip(mkTrip(TripVerifyFailed, i, err.Error(), err)), i, nil
+					}
+				}
+				// A base within every tolerance (Done missed only by a
+				// rounding of the rest thresholds) is no disagreement.
+				if misses := r.misses(step, cmd, st); len(misses) > 0 || cmd.Kind != robot.CmdMoveBase {
+					r.warnings = append(r.warnings, GoalWarning{
+						Step: i, StepName: stepLabel(step, auth), Robot: finishedText, Misses: misses, State: st,
+					})
+				}
+				break
+			}
 			if el := now.Sub(start); el > deadline {
 				return r.trip(mkTrip(TripDeadline, i, fmt.Sprintf("%s did not finish within its %.1f s deadline", stepLabel(step, auth), deadline.Seconds()), nil)), i, nil
 			}
-			if step.Remaining != nil && have {
+			// A goal the robot reported finished makes no more progress
+			// by design: the stall monitor is for goals still running.
+			if step.Remaining != nil && have && !finished {
 				if rem := step.Remaining(st); rem < best-stallEpsilon {
 					best, lastProgress = rem, now
 				} else if now.Sub(lastProgress) > s.set.stallTimeout {
@@ -569,6 +749,38 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		}
 	}
 	return nil, len(steps), nil
+}
+
+// misses is the second opinion on a step whose Done does not hold: its
+// own Miss, else, for a base goal, BaseMisses against the config's base
+// tolerances.
+func (r *run) misses(step Step, cmd robot.Command, st robot.State) []string {
+	if step.Miss != nil {
+		return step.Miss(st)
+	}
+	if cmd.Kind == robot.CmdMoveBase && cmd.Base != nil {
+		tol, yawDeg := r.s.cfg.GoalTolerance("")
+		return BaseMisses(st.Base, cmd.Base.Target, cmd.Base.IgnoreTheta, tol, robot.Radians(yawDeg))
+	}
+	return nil
+}
+
+// commandID returns a new command id for a, unique in this supervisor:
+// "<task>-<n>", "recover-<task>-<n>" for the pre-authorized recovery.
+// Transports that may deliver twice drop duplicates by it, and a
+// GoalReporter names a goal by it.
+func (s *Supervisor) commandID(a Authorization) string {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.cmdSeq++
+	owner := a.TaskID
+	if owner == "" {
+		owner = "cmd"
+	}
+	if a.recovery {
+		owner = RecoveryCommandPrefix + owner
+	}
+	return fmt.Sprintf("%s-%d", owner, s.cmdSeq)
 }
 
 // authorityEnded re-checks the grant a motion runs on and returns the stop
