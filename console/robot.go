@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -59,8 +61,11 @@ const (
 // RobotFeed publishes the robot on the bus as "state" events (data
 // RobotView) for the console and every event stream. States that arrive
 // are published at most MaxRate times a second — but a change of
-// condition (moving to stopped, current to stale, link up to down) at
-// once. Between states it looks at the robot twice per state timeout, so
+// condition (moving to stopped, current to stale, link up to down), or of
+// what the state says beyond where the robot is (the robot's e-stop, its
+// faults, what the gripper holds or whether it is closed), at once: an
+// agent waiting on an event must not hear of those a tenth of a second
+// late. Between states it looks at the robot twice per state timeout, so
 // a robot that goes silent is shown stale within half a timeout of
 // becoming so, not left on its last "stopped" or "moving"; while the
 // robot is not current an event every Refresh keeps the age shown up to
@@ -107,10 +112,11 @@ func (f RobotFeed) Run(ctx context.Context) {
 		published bool
 		lastAt    time.Time
 		lastCond  robot.Condition
+		lastNews  string
 	)
 	publish := func(o robot.Observation) {
 		f.Bus.Publish(events.TypeState, o.Now, ViewRobot(o))
-		published, lastAt, lastCond = true, o.Now, o.Condition()
+		published, lastAt, lastCond, lastNews = true, o.Now, o.Condition(), news(o.State)
 	}
 	states := f.States
 	for {
@@ -126,7 +132,7 @@ func (f RobotFeed) Run(ctx context.Context) {
 			// still says.
 			o := f.Observe()
 			o.State, o.Have, o.ReceivedAt = st, true, o.Now
-			if !published || o.Condition() != lastCond || o.Now.Sub(lastAt) >= minGap {
+			if !published || o.Condition() != lastCond || news(st) != lastNews || o.Now.Sub(lastAt) >= minGap {
 				publish(o)
 			}
 		case <-tick.Chan():
@@ -137,4 +143,19 @@ func (f RobotFeed) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// news is what a state says beyond where the robot is and how it moves:
+// the robot's e-stop, its faults and its gripper's state. A change of it
+// is never held back by the rate cap.
+func news(st robot.State) string {
+	var b strings.Builder
+	if st.EStop {
+		b.WriteString("estop|")
+	}
+	b.WriteString(strings.Join(st.Faults, ","))
+	if g := st.Gripper; g != nil {
+		fmt.Fprintf(&b, "|gripper closed=%t holding=%q", g.Closed, g.Holding)
+	}
+	return b.String()
 }
