@@ -441,8 +441,11 @@ func refusal(code connect.Code, t toolerr.Type, msg string) *connect.Error {
 // refusalOf is refusal for a whole *toolerr.Error (its suggestion kept),
 // with more details after the error's own.
 func refusalOf(code connect.Code, te *toolerr.Error, more ...proto.Message) *connect.Error {
-	ce := connect.NewError(code, errors.New(te.Message))
-	pe := errorToProto(toolapi.ErrorBodyOf(te))
+	// A sentence, as the HTTP operator routes answer it.
+	sentence := *te
+	sentence.Message = toolerr.Sentence(te.Message)
+	ce := connect.NewError(code, errors.New(sentence.Message))
+	pe := errorToProto(toolapi.ErrorBodyOf(&sentence))
 	for _, m := range append([]proto.Message{pe}, more...) {
 		if d, err := connect.NewErrorDetail(m); err == nil {
 			ce.AddDetail(d)

@@ -90,7 +90,7 @@ func TestWatchTask_StreamsEveryChangeUntilTheTaskEnds(t *testing.T) {
 			last := next(t, stream)
 			require.Equal(t, "failed", last.GetStatus())
 			require.Equal(t, robotbridgev1.ErrorType_ACTION_FAILED, last.GetError().GetType())
-			require.Equal(t, "the base stalled", last.GetError().GetMessage())
+			require.Equal(t, "the base stalled.", last.GetError().GetMessage(), "a sentence, as get_task says it")
 			require.Equal(t, "t-1", last.GetError().GetDetails().AsMap()["task_id"])
 			requireEnded(t, stream, 0)
 		})
