@@ -398,7 +398,7 @@ type agentWire struct {
 // event appends one SSE event; bus events carry their sequence number as
 // the SSE id and in the JSON, hello and missed have neither.
 func (st *agentStream) event(name string, seq uint64, data any) {
-	var v any = data
+	v := data
 	if seq > 0 {
 		v = agentWire{Seq: seq, Type: events.Type(name), Time: st.s.conf.Clock.Now(), Data: data}
 	}

@@ -221,9 +221,11 @@ func TestAgentEvents_SaysWhenEventsMayHaveBeenMissed(t *testing.T) {
 	// Then it is told what it may have missed, then the robot now
 	var missed agentMissed
 	require.NoError(t, json.Unmarshal([]byte(s.next(t, "missed").Data), &missed))
-	require.Equal(t, agentMissed{Reason: "reconnected", SinceID: 42,
+	require.Equal(t, agentMissed{
+		Reason: "reconnected", SinceID: 42,
 		Text: "This stream keeps no history: events after id 42 may have been missed. " +
-			"The hello event that follows is the robot now; re-read your tasks with get_task."}, missed)
+			"The hello event that follows is the robot now; re-read your tasks with get_task.",
+	}, missed)
 	s.next(t, "hello")
 
 	// When the agent stops reading while the robot changes far faster

@@ -206,8 +206,10 @@ func (m *mcpState) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 		if uri != uriTaskPrefix+url.PathEscape(id) {
 			// Updates name a task by its canonical URI; a subscription
 			// spelled otherwise would never hear of one.
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-				Message: "subscribe to a task as " + uriTaskPrefix + url.PathEscape(id)}
+			return &jsonrpc.Error{
+				Code:    jsonrpc.CodeInvalidParams,
+				Message: "subscribe to a task as " + uriTaskPrefix + url.PathEscape(id),
+			}
 		}
 		if err := m.ownTask(p, id, uri); err != nil {
 			if te := (*toolerr.Error)(nil); errors.As(err, &te) {

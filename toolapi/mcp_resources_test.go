@@ -149,8 +149,10 @@ func TestMCP_ToolsTellHostsWhatTheyDo(t *testing.T) {
 	// And the instructions state the error rules, every type's ask of
 	// the model among them
 	ins := cs.InitializeResult().Instructions
-	for _, rule := range []string{"Never call an action again to retry it", "same idempotency_key", "After LOOP_DETECTED stop calling",
-		"Never show the user error types, codes, JSON or stack traces"} {
+	for _, rule := range []string{
+		"Never call an action again to retry it", "same idempotency_key", "After LOOP_DETECTED stop calling",
+		"Never show the user error types, codes, JSON or stack traces",
+	} {
 		require.Contains(t, ins, rule)
 	}
 	for _, typ := range toolerr.Types() {
@@ -205,8 +207,10 @@ func TestMCP_ResourcesReadLikeTheStateTools(t *testing.T) {
 func TestMCP_TaskResourcesAreTheCallersOwn(t *testing.T) {
 	// Given a task the agent requested and one the operator requested
 	h := newHarness(t, func(c *Conf) { c.Events = events.New(64) })
-	h.tasks.put(actions.TaskView{ID: "t-mine", Tool: ToolMoveBaseTo, Status: fsm.Executing, Principal: "agent",
-		Progress: actions.Progress{Fraction: 0.4, Text: "driving to table: 1.20 m to go"}})
+	h.tasks.put(actions.TaskView{
+		ID: "t-mine", Tool: ToolMoveBaseTo, Status: fsm.Executing, Principal: "agent",
+		Progress: actions.Progress{Fraction: 0.4, Text: "driving to table: 1.20 m to go"},
+	})
 	h.tasks.put(actions.TaskView{ID: "t-theirs", Tool: ToolMoveArmTo, Status: fsm.AwaitingApproval, Principal: "operator"})
 	cs, _ := mcpListening(t, h, testTokens.Agent, "2025-06-18")
 	ctx := context.Background()
@@ -223,9 +227,9 @@ func TestMCP_TaskResourcesAreTheCallersOwn(t *testing.T) {
 	// all "not found", to read and to subscribe to
 	for _, uri := range []string{"robot://tasks/t-theirs", "robot://tasks/t-none", "robot://tasks/", "robot://tasks/a/b"} {
 		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-		requireRPCCode(t, err, mcp.CodeResourceNotFound, uri)
+		requireRPCCode(t, err, jsonrpc.CodeInvalidParams, uri)
 		err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
-		requireRPCCode(t, err, mcp.CodeResourceNotFound, uri)
+		requireRPCCode(t, err, jsonrpc.CodeInvalidParams, uri)
 	}
 	require.NoError(t, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "robot://tasks/t-mine"}))
 
@@ -341,8 +345,11 @@ func TestMCP_ProgressWhileAnActionWaits(t *testing.T) {
 			frac   float64
 			text   string
 		}{
-			{fsm.Approved, 0, "approved"}, {fsm.Executing, 0.3, "1.40 m to go"}, {fsm.Executing, 0.2, "1.60 m to go"},
-			{fsm.Executing, 0.6, "0.80 m to go"}, {fsm.Executing, 0.6, "0.79 m to go"},
+			{fsm.Approved, 0, "approved"},
+			{fsm.Executing, 0.3, "1.40 m to go"},
+			{fsm.Executing, 0.2, "1.60 m to go"},
+			{fsm.Executing, 0.6, "0.80 m to go"},
+			{fsm.Executing, 0.6, "0.79 m to go"},
 		} {
 			v.Status, v.Progress = step.status, actions.Progress{Fraction: step.frac, Text: step.text}
 			bus.Publish(events.TypeTask, time.Now(), v)

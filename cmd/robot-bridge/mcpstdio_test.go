@@ -167,7 +167,7 @@ func TestMCPStdio_AHostOnStdioUsesTheBridge(t *testing.T) {
 	_, err = host.ReadResource(ctx, &mcp.ReadResourceParams{URI: "robot://tasks/none"})
 	var rpcErr *jsonrpc.Error
 	require.True(t, errors.As(err, &rpcErr), "%v", err)
-	require.EqualValues(t, mcp.CodeResourceNotFound, rpcErr.Code)
+	require.EqualValues(t, jsonrpc.CodeInvalidParams, rpcErr.Code)
 
 	// When the host closes stdin, mcp-stdio ends cleanly
 	require.NoError(t, host.Close())
