@@ -65,6 +65,7 @@ func commands() []command {
 				"the config names.",
 			run: simCmd,
 		},
+		{name: "init", args: "[flags]", summary: "write a starter hw-config from a running ROS robot, or the simulator's", about: initAbout, run: initCmd},
 		{
 			name: "check-config", args: "FILE",
 			summary: "validate a hw-config FILE and explain every problem",
