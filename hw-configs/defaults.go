@@ -26,15 +26,15 @@ const (
 	DefaultStateHz         = 50.0
 	DefaultBattery         = 100.0
 
-	DefaultROSNodeName       = "robot_bridge"
-	DefaultROSBaseMode       = BaseModeMoveBase
-	DefaultROSOdomTopic      = "odom"
+	DefaultROSNodeName  = "robot_bridge"
+	DefaultROSBaseMode  = BaseModeMoveBase
+	DefaultROSOdomTopic = "odom"
 	// DefaultROSJointStates is the joint_states_topic of a robot with an
 	// arm; one without reads no joints.
 	DefaultROSJointStates = "joint_states"
 	// DefaultROSDetections is the detections_topic of a robot with a
 	// camera; one without reads no detections.
-	DefaultROSDetections = "detections"
+	DefaultROSDetections     = "detections"
 	DefaultROSCmdVelTopic    = "cmd_vel"
 	DefaultROSMoveBaseAction = "move_base"
 	DefaultROSArmAction      = "arm_controller/follow_joint_trajectory"

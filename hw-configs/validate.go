@@ -264,7 +264,7 @@ func (v *validator) rosNone(r *ROSConf) {
 	const p = "transport.ros."
 	required := []struct {
 		key, val, why, allowed string
-		need              bool
+		need                   bool
 	}{
 		{"odom_topic", r.OdomTopic, "odometry is the robot's pose and velocity, which every motion is checked against", "the nav_msgs/Odometry topic, e.g. odom", true},
 		{"cmd_vel_topic", r.CmdVelTopic, "the bridge publishes its zero-velocity stop there (and drives there in cmd_vel mode)", "the geometry_msgs/Twist topic, e.g. cmd_vel", true},
