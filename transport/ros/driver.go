@@ -62,8 +62,8 @@ type Driver struct {
 	// SUCCEEDED with its text (guarded by cmdMu), for GoalSucceeded.
 	cmdOf   [numActions]string
 	reached struct{ cmdID, text string }
-	drive   *driveGoal         // guarded by cmdMu: the cmd_vel controller's goal
-	refresh time.Time          // guarded by cmdMu: last Refresh (cmd_vel watchdog)
+	drive   *driveGoal // guarded by cmdMu: the cmd_vel controller's goal
+	refresh time.Time  // guarded by cmdMu: last Refresh (cmd_vel watchdog)
 	// echoCancel ends the echoes of the last stop (guarded by cmdMu); a
 	// new command or a newer stop ends them, and Close waits for echoWG.
 	echoCancel context.CancelFunc
