@@ -234,6 +234,10 @@ func failureError(tool string, out safety.Outcome, where string) *toolerr.Error 
 	if out.Trip != nil && out.Trip.Detail != "" {
 		detail = toolerr.Clause(out.Trip.Detail)
 	}
+	if strings.Contains(detail, "robot link") && typ == toolerr.Unavailable {
+		// "lost the robot link: the robot link went down" says it twice.
+		what = "was interrupted"
+	}
 	first := tool + " " + what + ": " + detail + "; " + stopWords(out.StopConfirmed)
 	if out.Recovery.Text != "" {
 		first += "; " + toolerr.Clause(out.Recovery.Text)

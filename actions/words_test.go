@@ -58,6 +58,11 @@ func TestWords_Golden(t *testing.T) {
 				Recovery: safety.Recovery{Succeeded: true, Text: "arm already in stowed, base stopped"},
 			}, whereNow(cfg, toTable, st, atRest)).Message
 		}},
+		{"link down, recovered", func() string {
+			down := &safety.Trip{Kind: safety.TripLinkDown, Detail: "the robot link went down"}
+			return failureError("move_base_to", safety.Outcome{Kind: safety.OutcomeRecovered, Trip: down, StopConfirmed: true},
+				whereNow(cfg, toTable, st, atRest)).Message
+		}},
 		{"silent robot, stop not confirmed, fault", func() string {
 			return failureError("move_base_to", safety.Outcome{Kind: safety.OutcomeFault, Trip: silence, StopConfirmed: false},
 				whereNow(cfg, toTable, st, stopUnconfirmed)).Message
