@@ -11,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/toolapi"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
@@ -131,7 +133,7 @@ func errorTypeCases() []errorTypeCase {
 			require.Equal(t, apr, h.pendingApproval(id))
 			env := h.call("get_task", args(map[string]any{"task_id": id}))
 			require.Equal(t, "awaiting_approval", taskData(env)["status"])
-			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) awaiting_approval")
+			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) "+toolapi.StatusPhrase(fsm.AwaitingApproval))
 			requireNothingMoved(t, h)
 		}},
 		{typ: "APPROVAL_PENDING", name: "after wait_ms without a decision, with the task id", run: func(t *testing.T, h *harness) {
@@ -139,7 +141,7 @@ func errorTypeCases() []errorTypeCase {
 			e := requireError(t, env, "APPROVAL_PENDING", true)
 			require.Contains(t, e["suggestion"], "get_task")
 			id := taskID(t, env)
-			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) awaiting_approval")
+			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) "+toolapi.StatusPhrase(fsm.AwaitingApproval))
 			h.pendingApproval(id)
 			requireNothingMoved(t, h)
 		}},
@@ -197,7 +199,7 @@ func errorTypeCases() []errorTypeCase {
 			e := requireError(t, env, "ROBOT_BUSY", true)
 			require.Contains(t, e["message"], id)
 			require.Equal(t, id, e["details"].(map[string]any)["task_id"])
-			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) awaiting_approval")
+			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) "+toolapi.StatusPhrase(fsm.AwaitingApproval))
 			require.Len(t, pendingApprovals(t, h), 1, "no request was filed for the refused call")
 			requireNothingMoved(t, h)
 		}},
@@ -292,7 +294,7 @@ func errorTypeCases() []errorTypeCase {
 			d := e["details"].(map[string]any)
 			require.Equal(t, "conflict-1", d["idempotency_key"])
 			require.Equal(t, id, d["original_task_id"], "names the original call's task")
-			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) awaiting_approval")
+			requireRestingWords(t, env["robot"], "task "+id+" (move_arm_to) "+toolapi.StatusPhrase(fsm.AwaitingApproval))
 			require.Len(t, pendingApprovals(t, h), 1, "nothing was filed for the conflicting call")
 			requireNothingMoved(t, h)
 		}},
