@@ -30,6 +30,12 @@ import (
 // sees tool failures as results it can act on, never as protocol errors.
 // The MCP session id scopes the loop guard.
 //
+// What a host reads before the model acts comes with it: every tool's
+// annotations (mcpTool), the server's instructions with the tool-error
+// rules (mcp_instructions.go), the robot and the caller's tasks as
+// subscribable resources (mcp_resources.go), and progress notifications
+// while a call waits for its task (mcp_progress.go).
+//
 // An action that can move the robot is sent at most once per key
 // (docs/DESIGN.md §4, invariant 7). MCP gives a call no key of its own that a
 // retry would carry: a host that gives up on a tools/call (a timeout, a
