@@ -107,8 +107,14 @@ func (r *odomRobot) motionLines(t *testing.T) []robotLine {
 // runROSBinary runs the built binary with a ROS environment on master m.
 func runROSBinary(t *testing.T, m *rostest.Master, bin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runEnv(t, m.Env(t), bin, args...)
+}
+
+// runEnv runs a command with env and returns its exit code and output.
+func runEnv(t testing.TB, env []string, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = m.Env(t)
+	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
