@@ -184,34 +184,58 @@ func (p *Point2) UnmarshalYAML(n ast.Node) error {
 
 // Config is one robot's hardware configuration.
 type Config struct {
-	Robot      RobotConf             `yaml:"robot"`
-	Transport  TransportConf         `yaml:"transport"`
-	Base       BaseConf              `yaml:"base"`
-	Arm        *ArmConf              `yaml:"arm,omitempty"`
-	Gripper    *GripperConf          `yaml:"gripper,omitempty"`
-	Locations  map[string]Location   `yaml:"locations,omitempty"`
-	Poses      map[string]ArmPose    `yaml:"poses,omitempty"`
-	SafePose   SafePoseConf          `yaml:"safe_pose"`
-	Camera     *CameraConf           `yaml:"camera,omitempty"`
-	World      WorldConf             `yaml:"world"`
-	Actions    map[string]ActionConf `yaml:"actions"`
-	Safety     SafetyConf            `yaml:"safety"`
-	Perception PerceptionConf        `yaml:"perception"`
-	Sim        *SimConf              `yaml:"sim,omitempty"`
+	// Robot names the robot.
+	Robot RobotConf `yaml:"robot" jsonschema:"required"`
+	// Transport says how the bridge reaches it.
+	Transport TransportConf `yaml:"transport" jsonschema:"required"`
+	// Base is the mobile base's limits and workspace.
+	Base BaseConf `yaml:"base" jsonschema:"required"`
+	// Arm describes the arm (optional: a base-only robot has none).
+	Arm *ArmConf `yaml:"arm,omitempty"`
+	// Gripper describes the gripper (optional, only with an arm).
+	Gripper *GripperConf `yaml:"gripper,omitempty"`
+	// Locations are named base poses the agent may drive to, by any names
+	// (optional: without any, the agent gives coordinates).
+	Locations map[string]Location `yaml:"locations,omitempty"`
+	// Poses are named arm poses, joint name to radians (optional, only
+	// with an arm).
+	Poses map[string]ArmPose `yaml:"poses,omitempty"`
+	// SafePose says what "safe" means and whether recovery to it is
+	// pre-authorized.
+	SafePose SafePoseConf `yaml:"safe_pose" jsonschema:"required"`
+	// Camera is the camera model (optional).
+	Camera *CameraConf `yaml:"camera,omitempty"`
+	// World is the room: bounds, surfaces, regions (optional).
+	World WorldConf `yaml:"world"`
+	// Actions holds each action tool's approval policy and timeout; every
+	// tool the robot's hardware allows needs an entry.
+	Actions map[string]ActionConf `yaml:"actions" jsonschema:"required"`
+	// Safety tunes the supervisor's monitors.
+	Safety SafetyConf `yaml:"safety" jsonschema:"required"`
+	// Perception tunes the scene summary (optional).
+	Perception PerceptionConf `yaml:"perception"`
+	// Sim configures the bundled simulator (required with transport.kind
+	// sim).
+	Sim *SimConf `yaml:"sim,omitempty"`
 }
 
 // RobotConf identifies the robot.
 type RobotConf struct {
 	// ID is the robot's identifier: lowercase letters, digits, '-' and '_'.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" jsonschema:"required"`
 	// Name is a human-readable name (optional).
 	Name string `yaml:"name,omitempty"`
 }
 
 // TransportConf selects and configures the transport.
 type TransportConf struct {
-	Kind Transport `yaml:"kind"`
-	ROS  *ROSConf  `yaml:"ros,omitempty"`
+	// Kind is sim (the bundled simulator, in-process), ros (a ROS1 robot,
+	// configured by the ros section) or mqtt (configured by the mqtt
+	// section).
+	Kind Transport `yaml:"kind" jsonschema:"required"`
+	// ROS names the robot's topics and actions; required with kind ros.
+	ROS *ROSConf `yaml:"ros,omitempty"`
+	// MQTT configures the broker; required with kind mqtt.
 	MQTT *MQTTConf `yaml:"mqtt,omitempty"`
 }
 
@@ -224,7 +248,7 @@ type ROSConf struct {
 	// BaseMode is "move_base" (the robot's move_base action plans and
 	// drives) or "cmd_vel" (the bridge closes the loop on odometry)
 	// (optional). It defaults to move_base.
-	BaseMode string `yaml:"base_mode,omitempty"`
+	BaseMode string `yaml:"base_mode,omitempty" jsonschema:"enum=move_base,enum=cmd_vel"`
 	// OdomTopic carries nav_msgs/Odometry, the one input every robot must
 	// have: the bridge refuses to start until it has a publisher, and "none"
 	// is refused (optional). It defaults to odom.
@@ -299,13 +323,13 @@ type MQTTConf struct {
 // BaseConf holds the mobile base's limits.
 type BaseConf struct {
 	// MaxLinearSpeed in m/s, > 0.
-	MaxLinearSpeed float64 `yaml:"max_linear_speed"`
+	MaxLinearSpeed float64 `yaml:"max_linear_speed" jsonschema:"required"`
 	// MaxAngularSpeed in rad/s, > 0.
-	MaxAngularSpeed float64 `yaml:"max_angular_speed"`
+	MaxAngularSpeed float64 `yaml:"max_angular_speed" jsonschema:"required"`
 	// MaxLinearAccel in m/s², > 0.
-	MaxLinearAccel float64 `yaml:"max_linear_accel"`
+	MaxLinearAccel float64 `yaml:"max_linear_accel" jsonschema:"required"`
 	// MaxAngularAccel in rad/s², > 0.
-	MaxAngularAccel float64 `yaml:"max_angular_accel"`
+	MaxAngularAccel float64 `yaml:"max_angular_accel" jsonschema:"required"`
 	// GoalTolerance in metres, > 0: how close the bridge's own check wants
 	// the base to a target (optional). A location may set its own. It
 	// defaults to 0.05.
@@ -323,7 +347,7 @@ type BaseConf struct {
 	// world.bounds; it may be non-convex) the base's whole footprint must
 	// stay inside, along the path too. Do not repeat the first vertex at
 	// the end; the polygon closes itself.
-	Workspace []Point2 `yaml:"workspace"`
+	Workspace []Point2 `yaml:"workspace" jsonschema:"required"`
 }
 
 // ArmConf describes the arm. The kinematic model is a yaw joint followed by
@@ -333,8 +357,10 @@ type ArmConf struct {
 	Mount Vec3Conf `yaml:"mount"`
 	// LinkLengths in metres, one per joint after the first (the first,
 	// yaw, joint has none).
-	LinkLengths []float64   `yaml:"link_lengths"`
-	Joints      []JointConf `yaml:"joints"`
+	LinkLengths []float64 `yaml:"link_lengths"`
+	// Joints are the arm's joints in order from the base, with their
+	// limits; at least one.
+	Joints []JointConf `yaml:"joints" jsonschema:"required"`
 	// Reach is the horizontal reach in metres from the arm mount, at most
 	// the sum of the link lengths (optional). It defaults to that sum.
 	Reach float64 `yaml:"reach,omitempty"`
@@ -342,20 +368,22 @@ type ArmConf struct {
 
 // JointConf is one joint's limits.
 type JointConf struct {
-	Name string `yaml:"name"`
-	// Min and Max are position limits in radians.
+	// Name is the joint's name, as in sensor_msgs/JointState; unique.
+	Name string `yaml:"name" jsonschema:"required"`
+	// Min is the lower position limit in radians, below max.
 	Min float64 `yaml:"min"`
+	// Max is the upper position limit in radians.
 	Max float64 `yaml:"max"`
 	// MaxVelocity in rad/s, > 0.
-	MaxVelocity float64 `yaml:"max_velocity"`
+	MaxVelocity float64 `yaml:"max_velocity" jsonschema:"required"`
 }
 
 // GripperConf describes a parallel gripper.
 type GripperConf struct {
 	// MaxOpening in metres, > 0.
-	MaxOpening float64 `yaml:"max_opening"`
+	MaxOpening float64 `yaml:"max_opening" jsonschema:"required"`
 	// MaxForce in newtons, > 0.
-	MaxForce float64 `yaml:"max_force"`
+	MaxForce float64 `yaml:"max_force" jsonschema:"required"`
 	// DefaultForce in newtons, in (0, MaxForce] (optional). It defaults to
 	// half of MaxForce.
 	DefaultForce float64 `yaml:"default_force,omitempty"`
@@ -366,8 +394,11 @@ type GripperConf struct {
 
 // Vec3Conf is a position in metres.
 type Vec3Conf struct {
+	// X is forward in metres.
 	X float64 `yaml:"x"`
+	// Y is to the left in metres.
 	Y float64 `yaml:"y"`
+	// Z is up in metres.
 	Z float64 `yaml:"z"`
 }
 
@@ -377,8 +408,10 @@ type Vec3Conf struct {
 // location name is required: a robot without named locations is driven by
 // coordinates alone.
 type Location struct {
-	X float64 `yaml:"x" jsonschema:"required"`
-	Y float64 `yaml:"y" jsonschema:"required"`
+	// X is the base centre's x in metres, room frame.
+	X float64 `yaml:"x"`
+	// Y is the base centre's y in metres, room frame.
+	Y float64 `yaml:"y"`
 	// ThetaDeg is the heading in degrees, counter-clockwise from +x, in
 	// [-360, 360] (optional). It defaults to 0.
 	ThetaDeg float64 `yaml:"theta_deg"`
@@ -406,16 +439,16 @@ type SafePoseConf struct {
 	Arm string `yaml:"arm,omitempty"`
 	// Base is what the base does: only "stop" (stay where it stopped) is
 	// supported; a base never drives on its own after a failure.
-	Base string `yaml:"base"`
+	Base string `yaml:"base" jsonschema:"required"`
 	// Gripper is "hold" (keep what it has) or "open" (optional). It
 	// defaults to hold, so a failure never drops an object.
-	Gripper string `yaml:"gripper,omitempty"`
+	Gripper string `yaml:"gripper,omitempty" jsonschema:"enum=hold,enum=open"`
 	// SpeedScale is the fraction of the configured speed limits used for
 	// recovery motion, in (0, 1] (optional). It defaults to 0.3.
 	SpeedScale float64 `yaml:"speed_scale,omitempty"`
 	// Timeout bounds the recovery motion, > 0; when it passes, a fault
 	// latches.
-	Timeout Duration `yaml:"timeout"`
+	Timeout Duration `yaml:"timeout" jsonschema:"required"`
 	// Preauthorized must be true for the supervisor to move the robot to
 	// the safe pose after a failure without asking an operator. When false,
 	// a failure ends with the robot stopped and a latched fault.
@@ -425,16 +458,25 @@ type SafePoseConf struct {
 // CameraConf is a pinhole camera's intrinsics and mount on the base. The
 // principal point (cx, cy) must lie inside the width × height image.
 type CameraConf struct {
-	Width  int     `yaml:"width"`
-	Height int     `yaml:"height"`
-	Fx     float64 `yaml:"fx"`
-	Fy     float64 `yaml:"fy"`
-	Cx     float64 `yaml:"cx"`
-	Cy     float64 `yaml:"cy"`
+	// Width of the image in pixels, > 0.
+	Width int `yaml:"width" jsonschema:"required"`
+	// Height of the image in pixels, > 0.
+	Height int `yaml:"height" jsonschema:"required"`
+	// Fx is the focal length along x in pixels, > 0.
+	Fx float64 `yaml:"fx" jsonschema:"required"`
+	// Fy is the focal length along y in pixels, > 0.
+	Fy float64 `yaml:"fy" jsonschema:"required"`
+	// Cx is the principal point's x in pixels, in [0, width].
+	Cx float64 `yaml:"cx"`
+	// Cy is the principal point's y in pixels, in [0, height].
+	Cy float64 `yaml:"cy"`
 	// Mount is the camera centre relative to the robot base centre (metres).
 	Mount Vec3Conf `yaml:"mount"`
-	// YawDeg and PitchDeg orient the optical axis; pitch is positive down.
-	YawDeg   float64 `yaml:"yaw_deg"`
+	// YawDeg turns the optical axis from the base's heading,
+	// counter-clockwise, in [-180, 180] degrees.
+	YawDeg float64 `yaml:"yaw_deg"`
+	// PitchDeg tilts the optical axis down from horizontal, in [-90, 90]
+	// degrees.
 	PitchDeg float64 `yaml:"pitch_deg"`
 	// MaxRange in metres beyond which nothing is detected (optional). It
 	// defaults to 6.
@@ -448,24 +490,31 @@ type CameraConf struct {
 type WorldConf struct {
 	// Bounds is the room's outline (room frame polygon) (optional). It
 	// defaults to base.workspace.
-	Bounds   []Point2      `yaml:"bounds,omitempty"`
+	Bounds []Point2 `yaml:"bounds,omitempty"`
+	// Surfaces are table tops and shelves: obstacles for the base, places
+	// for objects (optional).
 	Surfaces []SurfaceConf `yaml:"surfaces,omitempty"`
-	Regions  []RegionConf  `yaml:"regions,omitempty"`
+	// Regions are named floor areas, some of them keep-out (optional).
+	Regions []RegionConf `yaml:"regions,omitempty"`
 }
 
 // SurfaceConf is a horizontal surface, like a table top or a shelf. Its
 // polygon is an obstacle the base's footprint may not overlap.
 type SurfaceConf struct {
-	Name    string   `yaml:"name"`
-	Polygon []Point2 `yaml:"polygon"`
-	// Height of the surface above the floor in metres.
+	// Name is the surface's name, unique among surfaces.
+	Name string `yaml:"name" jsonschema:"required"`
+	// Polygon is the surface's outline, inside world.bounds.
+	Polygon []Point2 `yaml:"polygon" jsonschema:"required"`
+	// Height of the surface above the floor in metres, >= 0.
 	Height float64 `yaml:"height"`
 }
 
 // RegionConf is a named floor region.
 type RegionConf struct {
-	Name    string   `yaml:"name"`
-	Polygon []Point2 `yaml:"polygon"`
+	// Name is the region's name, unique among regions.
+	Name string `yaml:"name" jsonschema:"required"`
+	// Polygon is the region's outline.
+	Polygon []Point2 `yaml:"polygon" jsonschema:"required"`
 	// KeepOut forbids the base's footprint (the disc of base.radius)
 	// anywhere in the region, and any path through it.
 	KeepOut bool `yaml:"keep_out,omitempty"`
@@ -496,7 +545,7 @@ var ActionTools = []string{
 // "never", because stopping never waits for a human.
 type ActionConf struct {
 	// Approval is required or never.
-	Approval Approval `yaml:"approval"`
+	Approval Approval `yaml:"approval" jsonschema:"required"`
 	// Timeout bounds the action (optional). When zero the deadline is the
 	// expected duration × 1.1 + 0.5 s, computed per call.
 	Timeout Duration `yaml:"timeout,omitempty"`
@@ -506,16 +555,16 @@ type ActionConf struct {
 type SafetyConf struct {
 	// StateTimeout: robot state silence longer than this during motion is a
 	// lost link (stop, recover). Required, > control_period.
-	StateTimeout Duration `yaml:"state_timeout"`
+	StateTimeout Duration `yaml:"state_timeout" jsonschema:"required"`
 	// StallTimeout: no progress for this long during motion is a stall.
 	// Required, > 0.
-	StallTimeout Duration `yaml:"stall_timeout"`
+	StallTimeout Duration `yaml:"stall_timeout" jsonschema:"required"`
 	// ControlPeriod is the supervisor's monitoring period (optional). It
 	// defaults to 20ms.
 	ControlPeriod Duration `yaml:"control_period,omitempty"`
 	// ApprovalTTL is how long an approval request waits for an operator.
 	// Required, > 0.
-	ApprovalTTL Duration `yaml:"approval_ttl"`
+	ApprovalTTL Duration `yaml:"approval_ttl" jsonschema:"required"`
 	// MaxGrantTTL caps a scoped grant's lifetime (optional). It defaults to 30m.
 	MaxGrantTTL Duration `yaml:"max_grant_ttl,omitempty"`
 	// AfterCrash is what a bridge that finds it was not shut down cleanly
@@ -604,7 +653,7 @@ type SimConf struct {
 	// CommandTimeout: like a real base controller, the simulator stops the
 	// base and holds the arm when no command refresh arrives this long.
 	// Required, > 0.
-	CommandTimeout Duration `yaml:"command_timeout"`
+	CommandTimeout Duration `yaml:"command_timeout" jsonschema:"required"`
 	// Start is the robot's initial pose, inside base.workspace.
 	Start Location `yaml:"start"`
 	// Battery is the initial state of charge in percent, in (0, 100]
@@ -621,16 +670,20 @@ type SimConf struct {
 
 // SimObj is an object in the simulated room.
 type SimObj struct {
-	ID    string `yaml:"id"`
-	Label string `yaml:"label"`
+	// ID names the object, unique among objects.
+	ID string `yaml:"id" jsonschema:"required"`
+	// Label is its class, as a detector names it: cup, bottle, box.
+	Label string `yaml:"label" jsonschema:"required"`
+	// Color describes it for the model (optional).
 	Color string `yaml:"color,omitempty"`
-	// X, Y, Z is the object's centre in the room frame; Z is its height
-	// above the floor.
+	// X is the object centre's x in metres, room frame, inside the room.
 	X float64 `yaml:"x"`
+	// Y is the object centre's y in metres, room frame.
 	Y float64 `yaml:"y"`
+	// Z is the object centre's height above the floor in metres, >= 0.
 	Z float64 `yaml:"z"`
 	// Size is the object's largest dimension in metres.
-	Size float64 `yaml:"size"`
+	Size float64 `yaml:"size" jsonschema:"required"`
 	// Graspable says whether the gripper can hold it.
 	Graspable bool `yaml:"graspable"`
 }

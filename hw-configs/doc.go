@@ -18,4 +18,10 @@
 // gripper") live in one place. testdata/ holds one good fixture per kind of
 // robot and one bad fixture per kind of mistake; the loader is fuzzed with
 // them as the seed corpus.
+//
+// hwconfig.schema.json is the config's JSON Schema for editors
+// (yaml-language-server), generated from these types with their doc
+// comments as descriptions; TestSchema_IsCurrent fails when it is stale.
 package hwconfig
+
+//go:generate go test . -run ^TestSchema_IsCurrent$ -update-schema
