@@ -22,7 +22,7 @@ import (
 // TestSchema_IsCurrent. Regenerate with `go generate ./hw-configs/`.
 
 // SchemaFile is the committed schema, beside the bundled configs.
-const SchemaFile = "hwconfig.schema.json"
+const SchemaFile = SchemaFileName
 
 var updateSchema = flag.Bool("update-schema", false, "rewrite "+SchemaFile+" from the Go types")
 

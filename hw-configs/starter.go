@@ -1,6 +1,7 @@
 package hwconfig
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"math"
@@ -16,6 +17,25 @@ import (
 //
 //go:embed sim-mobile-manipulator.yaml
 var DefaultSimConfig []byte
+
+// Modeline is the first line of every bundled config: it points
+// yaml-language-server at the schema beside it.
+const Modeline = "# yaml-language-server: $schema=" + SchemaFileName + "\n"
+
+// SchemaFileName is the JSON Schema of a hw-config, in hw-configs/.
+const SchemaFileName = "hwconfig.schema.json"
+
+// editorNote replaces the modeline in a config written elsewhere, where
+// the schema is not beside it.
+const editorNote = "# Editor support: make the first line\n#   # yaml-language-server: $schema=PATH/TO/robot-bridge/hw-configs/" + SchemaFileName + "\n"
+
+// SimStarter is DefaultSimConfig as `robot-bridge init --transport sim`
+// writes it: the same config, its modeline (which points beside the
+// bundled file) replaced by how to point an editor at the schema.
+func SimStarter() []byte {
+	b := bytes.TrimPrefix(DefaultSimConfig, []byte(Modeline))
+	return append([]byte(editorNote), b...)
+}
 
 // Conservative starter values of a config written from a live robot. Each
 // is marked REVIEW in the file: they keep a first run slow and small, not
@@ -113,9 +133,8 @@ func (s ROSStarter) Render() []byte {
 # against the robot before the first motion, then run
 #   robot-bridge check-config THIS_FILE
 # Units: metres, radians unless a key says _deg, durations like 500ms or 2s.
-# Editor support: make the first line
-#   # yaml-language-server: $schema=PATH/TO/robot-bridge/hw-configs/hwconfig.schema.json
 `)
+	b.WriteString(editorNote)
 	if len(s.Found) > 0 {
 		w("#\n# Also found on the robot, not configured here (add them by hand):\n")
 		for _, f := range s.Found {

@@ -2,6 +2,8 @@ package hwconfig
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +134,31 @@ func TestDefaultSimConfig_IsTheBundledSimulator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, TransportSim, c.Transport.Kind)
 	require.Equal(t, "sim-1", c.Robot.ID)
+}
+
+func TestSimStarter_PointsTheEditorAtTheSchema(t *testing.T) {
+	// Given the bundled simulator config, whose first line is the modeline
+	require.True(t, strings.HasPrefix(string(DefaultSimConfig), Modeline))
+
+	// When init writes it elsewhere
+	b := SimStarter()
+
+	// Then the modeline became how to set one, and the config is unchanged
+	require.NotContains(t, string(b), Modeline)
+	require.Contains(t, string(b), "yaml-language-server: $schema=PATH/TO/robot-bridge/hw-configs/hwconfig.schema.json")
+	c, err := Parse(b)
+	require.NoError(t, err)
+	require.Equal(t, "sim-1", c.Robot.ID)
+}
+
+func TestBundledConfigs_StartWithTheModeline(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		// Given a bundled config, Then its first line points the editor at the schema
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(b), Modeline), "%s must start with %q", f, Modeline)
+	}
 }

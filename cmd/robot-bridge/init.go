@@ -61,7 +61,7 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 			sayln(stderr, "robot-bridge init: --ros-master is for --transport ros")
 			return 2
 		}
-		cfg = hwconfig.DefaultSimConfig
+		cfg = hwconfig.SimStarter()
 		notes = []string{"this is the bundled simulator's config (hw-configs/sim-mobile-manipulator.yaml); run it with: robot-bridge serve --config FILE"}
 	case string(hwconfig.TransportROS):
 		uri := *master

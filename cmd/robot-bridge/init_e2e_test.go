@@ -263,7 +263,7 @@ func TestInit_TransportSimWritesTheSimulatorConfig(t *testing.T) {
 	require.Equal(t, 0, code, "%s%s", stdout, stderr)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
-	require.Equal(t, hwconfig.DefaultSimConfig, b)
+	require.Equal(t, hwconfig.SimStarter(), b)
 	code, stdout, stderr = runBinary(t, bin, "check-config", out)
 	require.Equal(t, 0, code, "%s%s", stdout, stderr)
 
