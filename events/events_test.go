@@ -25,7 +25,7 @@ func TestBus_FanOutFilterAndSlowSubscriber(t *testing.T) {
 	require.Equal(t, uint64(2), e2.Seq)
 
 	// When a subscriber stops reading and its buffer fills
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		b.Publish(TypeState, now, i)
 	}
 	// Then it is dropped (channel closed) instead of blocking the publisher

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -158,10 +159,8 @@ func Next(s State, e Event) (State, bool) {
 		if t.Event != e {
 			continue
 		}
-		for _, src := range t.Src {
-			if src == s {
-				return t.Dst, true
-			}
+		if slices.Contains(t.Src, s) {
+			return t.Dst, true
 		}
 	}
 	return "", false
@@ -231,8 +230,7 @@ func (m *Machine) Fire(e Event) (from, to State, err error) {
 	defer m.mu.Unlock()
 	from = State(m.f.Current())
 	if err := m.f.Event(context.Background(), string(e)); err != nil {
-		var noTr lfsm.NoTransitionError
-		if errors.As(err, &noTr) {
+		if _, ok := errors.AsType[lfsm.NoTransitionError](err); ok {
 			return from, from, nil
 		}
 		return from, from, &TransitionError{From: from, Event: e}
@@ -251,7 +249,7 @@ func Mermaid() string {
 	// The visualizer highlights the machine's current state; the diagram
 	// documents the table, so drop that line.
 	var b strings.Builder
-	for _, line := range strings.Split(out, "\n") {
+	for line := range strings.SplitSeq(out, "\n") {
 		if strings.Contains(line, "classDef") || strings.Contains(line, ":::") {
 			continue
 		}

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -122,7 +121,7 @@ func TestTransitions_ForbiddenSample(t *testing.T) {
 			require.False(t, m.Can(tc.event))
 			from, to, err := m.Fire(tc.event)
 			require.Error(t, err)
-			require.True(t, errors.Is(err, ErrForbidden))
+			require.ErrorIs(t, err, ErrForbidden)
 			var te *TransitionError
 			require.ErrorAs(t, err, &te)
 			require.Equal(t, tc.from, te.From)

@@ -3,8 +3,6 @@ package grpcapi
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	robotbridgev1 "github.com/robot-bridge/robot-bridge/gen/robotbridge/v1"
@@ -41,7 +39,7 @@ func ErrorTypeFromProto(e robotbridgev1.ErrorType) toolerr.Type {
 // encoder could write (a channel, a cycle); non-finite numbers are
 // spelled out as strings rather than failing (see the package comment).
 func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
-	out := &robotbridgev1.Envelope{Ok: proto.Bool(env.OK), Tool: env.Tool, Text: env.Text, Robot: env.Robot, Task: taskRefToProto(env.Task)}
+	out := &robotbridgev1.Envelope{Ok: new(env.OK), Tool: env.Tool, Text: env.Text, Robot: env.Robot, Task: taskRefToProto(env.Task)}
 	if env.Data != nil {
 		v, err := valueOf(env.Data)
 		if err != nil {
@@ -64,8 +62,8 @@ func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
 // fail; see structOf).
 func errorToProto(e *toolapi.ErrorBody) *robotbridgev1.Error {
 	return &robotbridgev1.Error{
-		Type: ErrorTypeToProto(e.Type), Message: e.Message, Retryable: proto.Bool(e.Retryable),
-		RetryAfterMs: proto.Int64(e.RetryAfterMS), Suggestion: e.Suggestion,
+		Type: ErrorTypeToProto(e.Type), Message: e.Message, Retryable: new(e.Retryable),
+		RetryAfterMs: new(e.RetryAfterMS), Suggestion: e.Suggestion,
 	}
 }
 

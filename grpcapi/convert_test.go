@@ -190,7 +190,7 @@ func TestToolToProto_EveryRegistryTool(t *testing.T) {
 func TestEnvelopeFromProto_Nil(t *testing.T) {
 	require.Equal(t, toolapi.Envelope{}, EnvelopeFromProto(nil))
 	// ok has explicit presence: even the zero envelope says it is not ok
-	require.True(t, proto.Equal(&robotbridgev1.Envelope{Ok: proto.Bool(false)}, mustProto(t, toolapi.Envelope{})))
+	require.True(t, proto.Equal(&robotbridgev1.Envelope{Ok: new(false)}, mustProto(t, toolapi.Envelope{})))
 }
 
 func TestEnvelope_JSONSaysWhatHTTPSays(t *testing.T) {

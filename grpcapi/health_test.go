@@ -58,8 +58,7 @@ func TestHealth_WatchSendsEachChange(t *testing.T) {
 	// Given a ready bridge being watched
 	var down atomic.Bool
 	c := startHealth(t, &down)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := t.Context()
 	events := c.Watch(ctx, &grpchealth.CheckRequest{})
 	status := func() grpchealth.Status {
 		ev := <-events

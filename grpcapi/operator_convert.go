@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/robot-bridge/robot-bridge/approval"
@@ -96,9 +95,9 @@ func ScopeFromProto(sc *robotbridgev1.Scope) approval.Scope {
 }
 
 func estopToProto(e safety.EStopStatus) *robotbridgev1.EStopStatus {
-	return &robotbridgev1.EStopStatus{Active: proto.Bool(e.Active), By: e.By, Reason: e.Reason, Since: timestamp(e.Since)}
+	return &robotbridgev1.EStopStatus{Active: new(e.Active), By: e.By, Reason: e.Reason, Since: timestamp(e.Since)}
 }
 
 func faultToProto(f safety.FaultStatus) *robotbridgev1.FaultStatus {
-	return &robotbridgev1.FaultStatus{Latched: proto.Bool(f.Latched), Reason: f.Reason, TaskId: f.TaskID, Since: timestamp(f.Since)}
+	return &robotbridgev1.FaultStatus{Latched: new(f.Latched), Reason: f.Reason, TaskId: f.TaskID, Since: timestamp(f.Since)}
 }

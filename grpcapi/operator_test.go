@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -189,7 +188,7 @@ func (s *opServer) httpDo(t *testing.T, method, path, body string) (int, toolerr
 func errorDetail(t *testing.T, err error) (*robotbridgev1.Error, []any) {
 	t.Helper()
 	var ce *connect.Error
-	require.True(t, errors.As(err, &ce), "not an RPC error: %v", err)
+	require.ErrorAs(t, err, &ce, "not an RPC error: %v", err)
 	var (
 		e    *robotbridgev1.Error
 		more []any
@@ -592,8 +591,7 @@ func TestOperatorService_WatchEvents(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			// Given the service
 			s := startOperator(t, nil, nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
+			ctx := t.Context()
 			// When the operator watches approval and safety events
 			stream, err := s.client(proto).WatchEvents(ctx, request(&robotbridgev1.WatchEventsRequest{Types: []string{"approval", "safety"}}, operatorToken))
 			require.NoError(t, err)

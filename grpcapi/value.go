@@ -50,8 +50,7 @@ func valueOf(v any) (*structpb.Value, error) {
 		}
 		return fromTree(tree, 0)
 	}
-	var uve *json.UnsupportedValueError
-	if !errors.As(err, &uve) {
+	if _, ok := errors.AsType[*json.UnsupportedValueError](err); !ok {
 		return nil, fmt.Errorf("%w: %w", errUnencodable, err)
 	}
 	// Almost certainly a NaN or an infinity somewhere inside: walk v the

@@ -258,8 +258,7 @@ func IK(arm *hwconfig.ArmConf, target robot.Vec3) ([]float64, error) {
 			if err == nil {
 				return q, nil
 			}
-			var le *LimitError
-			if errors.As(err, &le) {
+			if le, ok := errors.AsType[*LimitError](err); ok {
 				if ex := excess(le); ex < bestExcess {
 					bestExcess, best = ex, le
 				}

@@ -128,7 +128,7 @@ func TestIKErrors(t *testing.T) {
 func TestIKReachErrorIsTyped(t *testing.T) {
 	_, err := IK(testArm(), robot.Vec3{X: 5})
 	var re *ReachError
-	require.True(t, errors.As(err, &re))
+	require.ErrorAs(t, err, &re)
 	require.InDelta(t, 0.87, re.Reach, 1e-9)
 	require.Greater(t, re.Distance, re.Reach)
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -139,10 +140,8 @@ func (m *Metrics) SafetyEvent(e safety.Event) {
 }
 
 func kindLabel(k safety.EventKind) string {
-	for _, known := range safetyKinds {
-		if k == known {
-			return string(k)
-		}
+	if slices.Contains(safetyKinds, k) {
+		return string(k)
 	}
 	return "other"
 }

@@ -33,9 +33,9 @@ func TestTasksGauge_FollowsLifecycle(t *testing.T) {
 	m.TaskChanged(actions.TaskView{ID: "a", Status: fsm.Succeeded})
 	m.TasksRecovered(2)
 	// Then the gauge counts each task once, in its current state
-	require.Equal(t, 1.0, gauge(fsm.Succeeded))
-	require.Equal(t, 1.0, gauge(fsm.AwaitingApproval))
-	require.Equal(t, 2.0, gauge(fsm.Interrupted))
+	require.InDelta(t, 1.0, gauge(fsm.Succeeded), 1e-12)
+	require.InDelta(t, 1.0, gauge(fsm.AwaitingApproval), 1e-12)
+	require.InDelta(t, 2.0, gauge(fsm.Interrupted), 1e-9)
 	for _, st := range []fsm.State{fsm.Requested, fsm.Approved, fsm.Executing} {
 		require.Zero(t, gauge(st), st)
 	}
@@ -55,9 +55,9 @@ func TestSafetyAndApprovalMetrics(t *testing.T) {
 	m.ApprovalDecided(approval.Approval{Status: approval.StatusApproved, CreatedAt: at, DecidedAt: &dec})
 	m.ApprovalDecided(approval.Approval{Status: approval.StatusPending, CreatedAt: at})
 	// Then the counters and histograms moved, with bounded labels
-	require.Equal(t, 2.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "stop_sent"))
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "estop_pressed"))
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "other"))
+	require.InDelta(t, 2.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "stop_sent"), 1e-9)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "estop_pressed"), 1e-9)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "other"), 1e-9)
 	want := `
 # HELP robot_bridge_stop_latency_seconds Time from detecting a reason to stop until the driver accepted the stop command.
 # TYPE robot_bridge_stop_latency_seconds histogram
@@ -93,15 +93,15 @@ func TestLinkAndStoreMetrics(t *testing.T) {
 	up := true
 	m.WatchLink(func() bool { return up })
 	m.WatchLink(func() bool { return false }) // ignored
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_robot_link_up"))
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_robot_link_up"), 1e-9)
 	up = false
-	require.Equal(t, 0.0, value(t, reg, "robot_bridge_robot_link_up"))
+	require.InDelta(t, 0.0, value(t, reg, "robot_bridge_robot_link_up"), 1e-9)
 	m.StoreDropped("safety_event")
 	m.StoreDropped("weird")
 	m.StoreWrite("transition", 2*time.Millisecond)
 	m.StoreWrite("an id 123", time.Millisecond)
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_store_dropped_total", "kind", "safety_event"))
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_store_dropped_total", "kind", "other"))
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_store_dropped_total", "kind", "safety_event"), 1e-9)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_store_dropped_total", "kind", "other"), 1e-9)
 	require.Len(t, family(t, reg, "robot_bridge_store_write_duration_seconds").GetMetric(), 2, "transition and other, never the raw op text")
 }
 
@@ -117,7 +117,7 @@ func TestNew_NilRegistererWorks(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(m.safetyEvents))
-	require.Equal(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "stop_sent"))
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "stop_sent"), 1e-9)
 }
 
 // family returns one gathered metric family, failing the test without it.

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -102,7 +101,7 @@ func TestFaultValidation(t *testing.T) {
 			require.Empty(t, id)
 			require.ErrorIs(t, err, ErrInvalidFault)
 			var fe *FieldError
-			require.True(t, errors.As(err, &fe))
+			require.ErrorAs(t, err, &fe)
 			require.Equal(t, tc.field, fe.Field)
 			require.ErrorContains(t, err, tc.msg)
 			require.Empty(t, s.Faults())
@@ -131,7 +130,7 @@ func TestFaultRobotEStop(t *testing.T) {
 	require.False(t, st.Moving(0, 0))
 	d, q := s.Odometer(), st.JointPositions()
 	supervise(s, time.Second, nil)
-	require.Equal(t, d.BaseDistance, s.Odometer().BaseDistance)
+	require.InDelta(t, d.BaseDistance, s.Odometer().BaseDistance, 1e-12)
 	require.Equal(t, q, s.State().JointPositions())
 	// And commands are refused while it is engaged
 	err = s.Command(baseCmd("again", 0, 0, 0))

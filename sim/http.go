@@ -208,8 +208,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, status int, err error) {
 	var b errorBody
 	b.Error.Message = err.Error()
-	var fe *FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*FieldError](err); ok {
 		b.Error.Field, b.Error.Allowed = fe.Field, fe.Allowed
 	}
 	writeJSON(w, status, b)

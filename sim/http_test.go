@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,7 +46,7 @@ func TestHTTPInjectListAndClear(t *testing.T) {
 	require.Equal(t, "joint_stuck", f["kind"])
 	require.Equal(t, "elbow", f["joint"])
 	require.Equal(t, "1s", f["start"])
-	require.Equal(t, 0.5, f["probability"])
+	require.InDelta(t, 0.5, f["probability"], 1e-12)
 	require.Len(t, s.Faults(), 1)
 
 	_, body = do(t, h, "POST", "/v1/sim/faults", `{"kind":"delay_ack"}`)
@@ -69,7 +68,7 @@ func TestHTTPInjectListAndClear(t *testing.T) {
 	// When all are deleted
 	code, body = do(t, h, "DELETE", "/v1/sim/faults", "")
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, 1.0, body["cleared"])
+	require.InDelta(t, 1.0, body["cleared"], 1e-12)
 	require.Empty(t, s.Faults())
 }
 
@@ -181,7 +180,7 @@ func FuzzDecodeFault(f *testing.F) {
 		require.Equal(t, fault, again)
 		if _, err := s.Inject(fault); err != nil {
 			var fe *FieldError
-			require.True(t, errors.As(err, &fe), err)
+			require.ErrorAs(t, err, &fe, err)
 			require.Equal(t, "joint", fe.Field, err)
 		}
 		s.ClearFaults()
@@ -266,7 +265,7 @@ func TestHTTPLogSaysWhatWasDropped(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 
 	// Then the first number it gets says how many it missed
-	require.Equal(t, float64(maxHistory+1-kept), body["first"])
-	require.Equal(t, float64(maxHistory+1), body["next"])
+	require.InDelta(t, float64(maxHistory+1-kept), body["first"], 0)
+	require.InDelta(t, float64(maxHistory+1), body["next"], 0)
 	require.Len(t, body["entries"], kept)
 }

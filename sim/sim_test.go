@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -71,7 +70,7 @@ func TestWithEpochShiftsStampsOnly(t *testing.T) {
 	sa, sb := a.State(), b.State()
 	require.Equal(t, epoch.Add(time.Second), sb.Stamp)
 	require.Equal(t, sa.Base, sb.Base)
-	require.Equal(t, len(sa.Detections), len(sb.Detections))
+	require.Len(t, sb.Detections, len(sa.Detections))
 	require.Equal(t, epoch.Add(810*time.Millisecond), sb.Detections[0].Stamp)
 }
 
@@ -149,7 +148,7 @@ func TestBaseRejectsUnreachableTargets(t *testing.T) {
 			err := s.Command(robot.Command{ID: "bad", Kind: robot.CmdMoveBase, Base: &goal})
 			require.ErrorIs(t, err, ErrRejected)
 			var re *RejectError
-			require.True(t, errors.As(err, &re))
+			require.ErrorAs(t, err, &re)
 			require.Equal(t, tc.field, re.Field)
 			require.ErrorContains(t, err, tc.msg)
 			// And nothing moves
@@ -232,7 +231,7 @@ func TestWatchdogStopsBaseWhenCommandsStop(t *testing.T) {
 	// And the base stays at rest
 	d := s.Odometer().BaseDistance
 	s.Step(2 * time.Second)
-	require.Equal(t, d, s.Odometer().BaseDistance)
+	require.InDelta(t, d, s.Odometer().BaseDistance, 1e-12)
 }
 
 func TestWatchdogHoldsArm(t *testing.T) {
@@ -326,7 +325,7 @@ func TestArmRejectsGoalsOutsideLimits(t *testing.T) {
 			s := newSim(t)
 			err := s.Command(tc.cmd)
 			var re *RejectError
-			require.True(t, errors.As(err, &re))
+			require.ErrorAs(t, err, &re)
 			require.Equal(t, tc.field, re.Field)
 			require.ErrorContains(t, err, tc.msg)
 			supervise(s, time.Second, nil)
@@ -345,7 +344,7 @@ func TestDuplicateCommandIDMovesOnce(t *testing.T) {
 	require.NoError(t, s.Command(baseCmd("once", 1, 0, 0)))
 	supervise(s, 2*time.Second, nil)
 	// Then it is acknowledged but nothing moves again
-	require.Equal(t, d, s.Odometer().BaseDistance)
+	require.InDelta(t, d, s.Odometer().BaseDistance, 1e-12)
 	log := s.CommandLog()
 	require.True(t, log[1].Duplicate)
 	require.Equal(t, 1, s.Counters().Duplicates)

@@ -34,7 +34,7 @@ func isLatch(k safety.EventKind) bool {
 	return false
 }
 
-// ErrLatchNotRecorded: a latch change (e-stop pressed or reset, fault
+// ErrLatchNotRecorded says that a latch change (e-stop pressed or reset, fault
 // latched or cleared) is in force in the supervisor but not yet committed
 // to the disk. The store keeps it and tries again; SyncLatches and
 // Healthy report it until it is written.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -145,7 +144,7 @@ func TestParseAuditQuery(t *testing.T) {
 				return
 			}
 			var qe *QueryError
-			require.True(t, errors.As(err, &qe), "%v", err)
+			require.ErrorAs(t, err, &qe, "%v", err)
 			require.ErrorIs(t, err, ErrInvalidQuery)
 			require.Equal(t, tc.wantParam, qe.Param)
 			require.NotEmpty(t, qe.Allowed)

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -214,7 +213,7 @@ func TestOpen_RefusesMissingCorruptOrForeignDatabases(t *testing.T) {
 			require.Error(t, err)
 			require.ErrorIs(t, err, tc.want)
 			var oe *OpenError
-			require.True(t, errors.As(err, &oe), "%T %v", err, err)
+			require.ErrorAs(t, err, &oe, "%T %v", err, err)
 			require.Contains(t, err.Error(), tc.wantMsg)
 			require.NotEmpty(t, oe.Remedy)
 		})

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -22,9 +23,7 @@ func TestRecordTransition_WritesTransitionTaskAndAudit(t *testing.T) {
 	s, _ := openTest(t, t.TempDir(), func(c *Conf) {
 		c.Redact = func(_ string, args map[string]any) map[string]any {
 			out := map[string]any{}
-			for k, v := range args {
-				out[k] = v
-			}
+			maps.Copy(out, args)
 			out["secret"] = "[redacted]"
 			return out
 		}
@@ -83,7 +82,7 @@ func TestTaskChanged_KeepsTextAndErrorButNeverStatus(t *testing.T) {
 	require.Equal(t, fsm.Failed, v.Status)
 	require.Equal(t, "failed: nothing held", v.Text)
 	require.Equal(t, "sess-1", v.SessionID)
-	require.Equal(t, 0.5, v.Progress.Fraction)
+	require.InDelta(t, 0.5, v.Progress.Fraction, 1e-12)
 	require.NotNil(t, v.Error)
 	require.Equal(t, toolerr.ActionFailed, v.Error.Type)
 	require.Equal(t, "look again", v.Error.Suggestion)
@@ -198,17 +197,18 @@ func TestIdempotency_ConcurrentReservesReserveOnce(t *testing.T) {
 	var mu sync.Mutex
 	wins := 0
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_, reserved, err := s.Reserve(context.Background(), "p\x00same", "stop", "h")
-			require.NoError(t, err)
+			if err != nil {
+				t.Errorf("Reserve: %v", err)
+				return
+			}
 			if reserved {
 				mu.Lock()
 				wins++
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.Equal(t, 1, wins)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/actions"
@@ -133,9 +135,7 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		if in.StopErr != nil {
 			details["stop_error"] = in.StopErr.Error()
 		}
-		for k, v := range in.Details {
-			details[k] = v
-		}
+		maps.Copy(details, in.Details)
 		if f := in.CrashFault; f != nil {
 			at := f.Since
 			if at.IsZero() {
@@ -177,14 +177,14 @@ func liveStates() []any {
 }
 
 func placeholders(n int) string {
-	s := ""
+	var s strings.Builder
 	for i := range n {
 		if i > 0 {
-			s += ", "
+			s.WriteString(", ")
 		}
-		s += "?"
+		s.WriteString("?")
 	}
-	return s
+	return s.String()
 }
 
 func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput, now time.Time, rep *RecoveryReport) error {

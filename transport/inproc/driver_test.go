@@ -2,7 +2,6 @@ package inproc
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -104,7 +103,7 @@ func TestDriverPassesRejectionsThrough(t *testing.T) {
 	err := h.drv.Send(context.Background(), moveBase("far", 9))
 	require.ErrorIs(t, err, sim.ErrRejected)
 	var re *sim.RejectError
-	require.True(t, errors.As(err, &re))
+	require.ErrorAs(t, err, &re)
 	require.Equal(t, "base.target", re.Field)
 }
 
