@@ -302,3 +302,18 @@ func TestInit_BadUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestInit_HelpNamesTheFlags(t *testing.T) {
+	// Given the built binary
+	bin := buildBinary(t)
+
+	// When init is asked for its help
+	code, out, errOut := runBinary(t, bin, "init", "--help")
+
+	// Then it exits 0 and names every flag with its value
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "usage: robot-bridge init [flags]", strings.SplitN(out, "\n", 2)[0])
+	for _, f := range []string{"-ros-master URL", "-transport KIND", "-out FILE", "-force", "-id ID", "-timeout DURATION"} {
+		require.Contains(t, out, "\n  "+f, "init --help must list %s:\n%s", f, out)
+	}
+}
