@@ -262,8 +262,12 @@ func TestBaseMisses(t *testing.T) {
 		want        []string
 	}{
 		{"on target", robot.Pose2D{X: 1.35, Y: 1}, false, nil},
-		{"heading off", robot.Pose2D{X: 1.35, Y: 1, Theta: robot.Radians(-27)}, false,
-			[]string{"heading 27° off the requested 0°, outside the 10° tolerance"}},
+		{
+			"heading off",
+			robot.Pose2D{X: 1.35, Y: 1, Theta: robot.Radians(-27)},
+			false,
+			[]string{"heading 27° off the requested 0°, outside the 10° tolerance"},
+		},
 		{"heading off but not asked for", robot.Pose2D{X: 1.35, Y: 1, Theta: robot.Radians(-27)}, true, nil},
 		{"short and off", robot.Pose2D{X: 1.35, Y: 0.8, Theta: math.Pi}, false, []string{
 			"0.20 m from the requested (1.35, 1.00), outside the 0.05 m tolerance",

@@ -49,8 +49,10 @@ func startOdomRobot(t *testing.T, m *rostest.Master, x, y, theta float64, params
 	py := rostest.RequirePython(t, odomRobotModules)
 	script, err := filepath.Abs(filepath.Join("testdata", "odom_movebase_robot.py"))
 	require.NoError(t, err)
-	argv := append([]string{py, script, "__name:=odom_robot",
-		fmt.Sprintf("_x:=%g", x), fmt.Sprintf("_y:=%g", y), fmt.Sprintf("_theta:=%g", theta)}, params...)
+	argv := append([]string{
+		py, script, "__name:=odom_robot",
+		fmt.Sprintf("_x:=%g", x), fmt.Sprintf("_y:=%g", y), fmt.Sprintf("_theta:=%g", theta),
+	}, params...)
 	p := rostest.Start(t, m.Env(t), argv...)
 	rostest.Eventually(t, 30*time.Second, func() bool {
 		if done, err := p.Exited(); done {

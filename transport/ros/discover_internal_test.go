@@ -44,10 +44,14 @@ func TestGraph_RecognisesActionServersByTheirTopics(t *testing.T) {
 		lines []string
 		want  []ActionServer
 	}{
-		{"move_base", actionLines("/move_base", "move_base_msgs/MoveBase", "/robot"),
-			[]ActionServer{{Name: "/move_base", Type: TypeMoveBase, Node: "/robot"}}},
-		{"namespaced arm", actionLines("/arm/follow_joint_trajectory", "control_msgs/FollowJointTrajectory", "/ctrl"),
-			[]ActionServer{{Name: "/arm/follow_joint_trajectory", Type: TypeFollowJointTrj, Node: "/ctrl"}}},
+		{
+			"move_base", actionLines("/move_base", "move_base_msgs/MoveBase", "/robot"),
+			[]ActionServer{{Name: "/move_base", Type: TypeMoveBase, Node: "/robot"}},
+		},
+		{
+			"namespaced arm", actionLines("/arm/follow_joint_trajectory", "control_msgs/FollowJointTrajectory", "/ctrl"),
+			[]ActionServer{{Name: "/arm/follow_joint_trajectory", Type: TypeFollowJointTrj, Node: "/ctrl"}},
+		},
 		{"a client only is no server", []string{
 			"/move_base/goal move_base_msgs/MoveBaseActionGoal /client -",
 			"/move_base/cancel actionlib_msgs/GoalID /client -",
