@@ -4,8 +4,9 @@
 # folder's package-lock.json, into its git-ignored node_modules. It runs
 # `npm ci` only when node_modules is missing or older than the lock file,
 # so a second `make test` does not touch the network. Without Node.js it
-# says so and stops: the tests that need it then fail with the install
-# command, they never skip.
+# installs Debian's nodejs and npm first (as test-deps.sh installs the
+# other real parts); if that is impossible the tests that need it fail
+# with the install command, they never skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,7 @@ dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then dirs=(testdata/mcp); fi
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "test-npm: Node.js (node and npm) is not installed; install it (apt-get install nodejs npm) and run make test-deps again" >&2
-  exit 0
+  ./scripts/test-deps.sh nodejs npm
 fi
 
 for d in "${dirs[@]}"; do
