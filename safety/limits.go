@@ -77,7 +77,7 @@ func (e *LimitError) Error() string {
 		fmt.Fprintf(&b, "%s violates the %s limit", e.Field, strings.ReplaceAll(e.Limit, "_", " "))
 	}
 	if e.Allowed != "" {
-		fmt.Fprintf(&b, " (allowed: %s)", e.Allowed)
+		fmt.Fprintf(&b, "; allowed: %s", e.Allowed)
 	}
 	return b.String()
 }
@@ -292,7 +292,7 @@ func (l *Limits) placeAllowed(i int) string {
 	if p.surface {
 		return fmt.Sprintf("the base's footprint (a disc of %s) clear of surface %s (%s)", l.radiusText(), p.name, poly.Describe())
 	}
-	return fmt.Sprintf("the base's centre at least %s m (its radius) outside keep-out region %s (%s)", fmtNum(l.fp.Radius), p.name, poly.Describe())
+	return fmt.Sprintf("the base's centre at least %s m, its radius, outside keep-out region %s (%s)", fmtNum(l.fp.Radius), p.name, poly.Describe())
 }
 
 // nearest is the ClosestAllowed of a refused position.

@@ -409,7 +409,7 @@ func (r *run) execute1(ctx context.Context, m Motion) Outcome {
 		}
 		return r.cancelled(out, m.Auth.TaskID, req)
 	case !out.StopConfirmed:
-		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, r.s.set.stopTimeout))
+		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, robot.FormatAge(r.s.set.stopTimeout)))
 	case !r.s.set.preauthorized:
 		out.Recovery.Text = "recovery to the safe pose is not pre-authorized by the config"
 		return r.fault(out, m.Auth.TaskID, trip.Detail+"; "+out.Recovery.Text)
@@ -440,7 +440,7 @@ func (r *run) cancelled(out Outcome, taskID string, req StopRequest) Outcome {
 		out.Kind = OutcomeCancelled
 		return out
 	}
-	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), r.s.set.stopTimeout))
+	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), robot.FormatAge(r.s.set.stopTimeout)))
 }
 
 // interrupted ends a motion the shutdown cut short.
@@ -741,7 +741,7 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			if tick {
 				if err := s.drv.Refresh(ctx); err != nil && ctx.Err() == nil {
 					if !s.drv.LinkUp() {
-						return r.trip(mkTrip(TripLinkDown, i, "the robot link went down (refresh failed: "+err.Error()+")", err)), i, nil
+						return r.trip(mkTrip(TripLinkDown, i, "the robot link went down during the motion", err)), i, nil
 					}
 					return r.trip(mkTrip(TripDriverError, i, "the driver failed to refresh the motion: "+err.Error(), err)), i, nil
 				}

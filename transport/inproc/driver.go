@@ -127,7 +127,7 @@ func (d *Driver) reach(op string) error {
 		return fmt.Errorf("inproc %s: %w (driver not running)", op, ErrLinkDown)
 	}
 	if d.sim.LinkDrop() {
-		return fmt.Errorf("inproc %s: %w (link_down fault)", op, ErrLinkDown)
+		return fmt.Errorf("%w (the simulator's link fault is on; the %s was not delivered)", ErrLinkDown, op)
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func (d *Driver) Stop(_ context.Context) error {
 	d.stopGen++
 	d.cmdMu.Unlock()
 	if d.sim.LinkDrop() {
-		return fmt.Errorf("inproc stop: %w (link_down fault)", ErrLinkDown)
+		return fmt.Errorf("%w (the simulator's link fault is on)", ErrLinkDown)
 	}
 	d.stopRobot()
 	return nil
