@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
@@ -183,40 +184,40 @@ func (b *Bridge) handleSafety(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": st, "text": describeSafety(st)})
 }
 
-// describeSafety says the supervisor's state in one sentence.
+// describeSafety says the supervisor's state in short sentences.
 func describeSafety(st safety.Status) string {
 	var parts []string
 	if st.EStop.Active {
-		parts = append(parts, fmt.Sprintf("e-stop LATCHED by %s (%s); an operator must reset it", st.EStop.By, st.EStop.Reason))
+		parts = append(parts, fmt.Sprintf("The e-stop is latched, pressed by %s (%s); an operator must reset it.", st.EStop.By, st.EStop.Reason))
 	} else {
-		parts = append(parts, "e-stop not active")
+		parts = append(parts, "The e-stop is not pressed.")
 	}
 	if st.Fault.Latched {
-		parts = append(parts, fmt.Sprintf("fault LATCHED (%s); an operator must clear it", st.Fault.Reason))
+		parts = append(parts, fmt.Sprintf("A fault is latched: %s; an operator must clear it.", toolerr.Clause(st.Fault.Reason)))
 	} else {
-		parts = append(parts, "no fault latched")
+		parts = append(parts, "No fault is latched.")
 	}
 	stale := st.HaveState && st.LastStateAge > st.Monitors.StateTimeout
 	if st.RobotEStop {
 		if stale {
-			parts = append(parts, "the robot's own e-stop was engaged as last reported")
+			parts = append(parts, "The robot's own e-stop was engaged as last reported.")
 		} else {
-			parts = append(parts, "the robot's own e-stop is engaged")
+			parts = append(parts, "The robot's own e-stop is engaged.")
 		}
 	}
 	if st.LinkUp {
-		parts = append(parts, "robot link up")
+		parts = append(parts, "The robot link is up.")
 	} else {
-		parts = append(parts, "robot link DOWN")
+		parts = append(parts, "The robot link is down.")
 	}
 	switch {
 	case !st.HaveState:
-		parts = append(parts, "no robot state received yet")
+		parts = append(parts, "There has been no robot state yet.")
 	case stale:
-		parts = append(parts, fmt.Sprintf("no robot state for %.1f s (state timeout %.1f s)", st.LastStateAge.Seconds(), st.Monitors.StateTimeout.Seconds()))
+		parts = append(parts, fmt.Sprintf("There has been no robot state for %s (state timeout %s).", robot.FormatAge(st.LastStateAge), robot.FormatAge(st.Monitors.StateTimeout)))
 	}
 	if st.Active != nil {
-		parts = append(parts, fmt.Sprintf("task %s (%s) is %s under supervision", st.Active.TaskID, st.Active.Tool, st.Active.Phase))
+		parts = append(parts, fmt.Sprintf("Task %s (%s) is %s under supervision.", st.Active.TaskID, st.Active.Tool, st.Active.Phase))
 	}
-	return strings.Join(parts, "; ") + "."
+	return strings.Join(parts, " ")
 }

@@ -22,19 +22,19 @@ func TestDescribeSafety_StaleStateIsSaid(t *testing.T) {
 		{
 			name: "fresh state",
 			st:   safety.Status{LinkUp: true, HaveState: true, LastStateAge: 20 * time.Millisecond, Monitors: mon},
-			want: []string{"robot link up"},
+			want: []string{"The robot link is up."},
 			not:  []string{"no robot state"},
 		},
 		{
 			name: "robot silent for 3 s, its e-stop last reported engaged",
 			st:   safety.Status{LinkUp: true, HaveState: true, RobotEStop: true, LastStateAge: 3 * time.Second, Monitors: mon},
-			want: []string{"no robot state for 3.0 s (state timeout 0.5 s)", "e-stop was engaged as last reported"},
+			want: []string{"no robot state for 3.0 s (state timeout 0.5 s).", "e-stop was engaged as last reported"},
 			not:  []string{"e-stop is engaged"},
 		},
 		{
 			name: "no state yet",
 			st:   safety.Status{LinkUp: true, Monitors: mon},
-			want: []string{"no robot state received yet"},
+			want: []string{"There has been no robot state yet."},
 		},
 		{
 			name: "supervised motion named",
@@ -42,7 +42,7 @@ func TestDescribeSafety_StaleStateIsSaid(t *testing.T) {
 				LinkUp: true, HaveState: true, Monitors: mon,
 				Active: &safety.ActiveMotion{TaskID: "task-1", Tool: "move_base_to", Phase: safety.PhaseRecovering},
 			},
-			want: []string{"task task-1 (move_base_to) is recovering under supervision"},
+			want: []string{"Task task-1 (move_base_to) is recovering under supervision."},
 		},
 	}
 	for _, tc := range tests {

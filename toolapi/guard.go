@@ -134,8 +134,8 @@ func (g *guard) outcome(key, tool string, argsHash func() string, err *toolerr.E
 	}
 	le := &toolerr.Error{
 		Type: toolerr.LoopDetected, Err: err,
-		Message: "the same " + tool + " call with the same arguments failed the same way " + strconv.Itoa(f.count) +
-			" times in a row (" + string(err.Type) + ": " + err.Message + ")",
+		Message: "the same " + tool + " call with the same arguments failed the same way, with " + string(err.Type) + ", " +
+			strconv.Itoa(f.count) + " times in a row",
 	}
 	return le.With("tool", tool).With("count", f.count).With("repeated_error", ErrorBodyOf(err))
 }

@@ -758,7 +758,10 @@ func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Durat
 			ExpiresInMS: max(0, cover.ExpiresAt.Sub(now).Milliseconds()),
 		}
 		out.data = d
-		out.text = grantText(cover, now) + " " + out.text
+		if !strings.Contains(out.text, cover.GrantID) {
+			// The runner's own words may already name the grant.
+			out.text = grantText(cover, now) + " " + out.text
+		}
 	}
 	if wait > 0 && v.Status == fsm.AwaitingApproval {
 		te := toolerr.New(toolerr.ApprovalPending,
@@ -787,9 +790,13 @@ func (s *Server) grantCover(v actions.TaskView) (GrantCover, bool) {
 // grt_1 (move_arm_to the named poses ready, stowed), valid until 14:05 UTC
 // (9 min from now), with no operator asked."
 func grantText(g GrantCover, now time.Time) string {
-	by := "an operator"
-	if g.By != "" {
-		by = g.By
+	by := "an operator's"
+	switch g.By {
+	case "":
+	case string(RoleOperator):
+		by = "the operator's"
+	default:
+		by = g.By + "'s"
 	}
 	until := ""
 	if !g.ExpiresAt.IsZero() {
@@ -799,7 +806,7 @@ func grantText(g GrantCover, now time.Time) string {
 	if g.Scope != "" {
 		scope = " (" + g.Scope + ")"
 	}
-	return fmt.Sprintf("Approved by %s's grant %s%s%s, with no operator asked.", by, g.GrantID, scope, until)
+	return fmt.Sprintf("Approved by %s grant %s%s%s, with no operator asked.", by, g.GrantID, scope, until)
 }
 
 // pastApprovalWait bounds how long a call covered by a grant waits for
