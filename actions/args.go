@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,13 +26,7 @@ func invalid(field string, got any, allowed, format string, a ...any) *toolerr.E
 // checkKeys refuses argument names the tool does not take.
 func checkKeys(tool string, args map[string]any, allowed ...string) error {
 	for k := range args {
-		ok := false
-		for _, a := range allowed {
-			if k == a {
-				ok = true
-				break
-			}
-		}
+		ok := slices.Contains(allowed, k)
 		if !ok {
 			if len(allowed) == 0 {
 				return invalid(k, nil, "no arguments", "%s takes no arguments, got %q", tool, k)

@@ -308,7 +308,7 @@ func (b *bench) approve(v actions.TaskView) {
 // task ends.
 func (b *bench) finish(id string) actions.TaskView {
 	b.t.Helper()
-	for i := 0; i < 2000; i++ {
+	for range 2000 {
 		v, err := b.run.Get(id)
 		require.NoError(b.t, err)
 		if v.Terminal() {

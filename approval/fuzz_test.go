@@ -2,7 +2,6 @@ package approval
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 func requireInvalid(t *testing.T, err error) {
 	t.Helper()
 	var ie *InvalidError
-	require.True(t, errors.As(err, &ie), "error is not an *InvalidError: %v", err)
+	require.ErrorAs(t, err, &ie, "error is not an *InvalidError: %v", err)
 	require.NotEmpty(t, ie.Error())
 }
 

@@ -218,8 +218,7 @@ func (h *httpHandler) who(w http.ResponseWriter, r *http.Request) (string, bool)
 func (h *httpHandler) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeError(w, http.StatusRequestEntityTooLarge, toolerr.InvalidParams, fmt.Sprintf("the request body is larger than %d bytes", h.maxBody))
 			return nil, false
 		}

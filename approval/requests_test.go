@@ -32,7 +32,7 @@ func TestRequest_FilesPendingRequestWithEverything(t *testing.T) {
 	require.Equal(t, safety.ArgsHash(ToolMoveBase, moveBase(1, 2)), a.ArgsHash)
 	require.Equal(t, "sim-1", a.RobotID)
 	require.Equal(t, "preview of move_base_to", a.Preview)
-	require.Equal(t, 1.0, a.Target.X)
+	require.InDelta(t, 1.0, a.Target.X, 1e-9)
 	require.Equal(t, "stopped at (0.00, 0.00)", a.RobotState)
 	require.Equal(t, "agent", a.RequestedBy)
 	require.Equal(t, "s1", a.SessionID)
@@ -63,7 +63,7 @@ func TestRequest_CopiesArguments(t *testing.T) {
 	// Then the operator still sees, and approves, what was asked
 	a, err := f.svc.Get(id)
 	require.NoError(t, err)
-	require.Equal(t, 1.0, a.Arguments["x"])
+	require.InDelta(t, 1.0, a.Arguments["x"], 1e-9)
 	require.Equal(t, "v", a.Arguments["nested"].(map[string]any)["k"])
 	require.Equal(t, hash, a.ArgsHash)
 }

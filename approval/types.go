@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"slices"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/robot"
@@ -24,12 +25,7 @@ var Statuses = []Status{StatusPending, StatusApproved, StatusDenied, StatusExpir
 
 // Valid reports whether s is one of Statuses.
 func (s Status) Valid() bool {
-	for _, v := range Statuses {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Statuses, s)
 }
 
 // String implements fmt.Stringer.

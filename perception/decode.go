@@ -136,8 +136,7 @@ func firstRune(b []byte) string {
 }
 
 func malformed(err error) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 		return fmt.Errorf("%w: %s at byte %d", ErrMalformedJSON, se.Error(), se.Offset)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -149,8 +148,7 @@ func malformed(err error) error {
 func decodeOne(dec *json.Decoder, i int, lim Limits) (robot.Detection, error) {
 	var w wireDetection
 	if err := dec.Decode(&w); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			field := te.Field
 			if field == "" {
 				return robot.Detection{}, fmt.Errorf("%w: detection %d: expected an object, got %s", ErrMalformedJSON, i, te.Value)
@@ -161,8 +159,7 @@ func decodeOne(dec *json.Decoder, i int, lim Limits) (robot.Detection, error) {
 			name := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
 			return robot.Detection{}, &DetectionError{Index: i, Field: name, Reason: "unknown field (allowed: label, bbox, confidence, depth, stamp)"}
 		}
-		var pe *time.ParseError
-		if errors.As(err, &pe) {
+		if _, ok := errors.AsType[*time.ParseError](err); ok {
 			return robot.Detection{}, &DetectionError{Index: i, Field: "stamp", Reason: "not an RFC 3339 time"}
 		}
 		return robot.Detection{}, malformed(err)

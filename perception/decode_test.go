@@ -93,7 +93,7 @@ func TestDecodeDetections_Rejects(t *testing.T) {
 			require.ErrorContains(t, err, tc.msg)
 			if tc.field != "" {
 				var de *DetectionError
-				require.True(t, errors.As(err, &de))
+				require.ErrorAs(t, err, &de)
 				require.Equal(t, tc.field, de.Field)
 			}
 		})
@@ -140,7 +140,7 @@ func TestValidateDetection_NonFiniteValues(t *testing.T) {
 			tc.mutate(&d)
 			err := ValidateDetection(d, testLimits)
 			var de *DetectionError
-			require.True(t, errors.As(err, &de), "got %v", err)
+			require.ErrorAs(t, err, &de, "got %v", err)
 			require.Equal(t, tc.field, de.Field)
 		})
 	}

@@ -528,7 +528,7 @@ func appendCounts(b []byte, counts map[string]int) []byte {
 }
 
 // appendObject writes one object's sentence, e.g.
-// "cup-1: cup on table, 0.92 m away 23° to the left, within reach."
+// "cup-1: cup on table, 0.92 m away 23° to the left, within reach.".
 func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
 	b = append(b, o.ID...)
 	b = append(b, ": "...)

@@ -2,7 +2,6 @@ package perception
 
 import (
 	"context"
-	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -155,7 +154,7 @@ func TestNMS_DuplicateBoxesBecomeOneObject(t *testing.T) {
 	require.NoError(t, err)
 	// Then one cup (with the stronger box's confidence) and one mug remain
 	require.Len(t, sc.Objects, 2, sc.Text)
-	require.Equal(t, 0.9, findObject(t, sc, "cup-1").Confidence)
+	require.InDelta(t, 0.9, findObject(t, sc, "cup-1").Confidence, 1e-9)
 	findObject(t, sc, "mug-1")
 }
 
@@ -252,7 +251,7 @@ func TestStaleness_ReportedThenForgotten(t *testing.T) {
 func requireNotFound(t *testing.T, err error, msg string) {
 	t.Helper()
 	var te *toolerr.Error
-	require.True(t, errors.As(err, &te), "want a *toolerr.Error, got %v", err)
+	require.ErrorAs(t, err, &te, "want a *toolerr.Error, got %v", err)
 	require.Equal(t, toolerr.NotFound, te.Type)
 	require.Contains(t, te.Message, msg)
 	require.Contains(t, te.SuggestionText(), "describe_scene")
@@ -604,7 +603,7 @@ func TestLocate_DepthNoPlaneAgreesWith(t *testing.T) {
 	// And the vase keeps its depth position, on no known surface
 	vase := findObject(t, sc, "vase-1")
 	require.Less(t, dist3(vase.Position.Room, robot.Vec3{X: 3, Y: 0.5, Z: 1.0}), 0.02)
-	require.Equal(t, "", vase.Surface)
+	require.Empty(t, vase.Surface)
 	require.Contains(t, sc.Text, "vase-1: vase at 1.00 m height, not on a known surface")
 }
 

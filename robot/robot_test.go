@@ -19,10 +19,10 @@ func TestHub_LatestValueNeverBlocks(t *testing.T) {
 	}
 	// Then it finds only the newest state, and the publisher never blocked
 	got := <-ch
-	require.Equal(t, 5.0, got.Battery.Percent)
+	require.InDelta(t, 5.0, got.Battery.Percent, 1e-9)
 	latest, ok := h.Latest()
 	require.True(t, ok)
-	require.Equal(t, 5.0, latest.Battery.Percent)
+	require.InDelta(t, 5.0, latest.Battery.Percent, 1e-9)
 	cancel()
 	cancel() // idempotent
 	_, open := <-ch

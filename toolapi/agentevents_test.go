@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -49,9 +50,7 @@ func openAgentStream(t *testing.T, base, token string, header http.Header) *test
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/agent/events", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
-	for k, v := range header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, header)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()

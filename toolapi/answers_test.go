@@ -53,7 +53,7 @@ func TestRobotBusyWithoutAWait_ReachesTheAgentWithOne(t *testing.T) {
 	// Then the envelope tells it to wait before retrying
 	require.Equal(t, toolerr.RobotBusy, env.Error.Type)
 	require.True(t, env.Error.Retryable)
-	require.EqualValues(t, toolerr.DefaultRetryAfter(toolerr.RobotBusy).Milliseconds(), env.Error.RetryAfterMS)
+	require.Equal(t, toolerr.DefaultRetryAfter(toolerr.RobotBusy).Milliseconds(), env.Error.RetryAfterMS)
 	require.Positive(t, env.Error.RetryAfterMS)
 }
 

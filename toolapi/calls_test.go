@@ -211,7 +211,7 @@ func TestRateLimit(t *testing.T) {
 		}
 		env := h.call("list_named_poses", nil)
 		require.Equal(t, toolerr.RateLimited, env.Error.Type)
-		require.EqualValues(t, time.Hour.Milliseconds(), env.Error.RetryAfterMS)
+		require.Equal(t, time.Hour.Milliseconds(), env.Error.RetryAfterMS)
 		h.clock.Advance(time.Hour)
 		require.True(t, h.call("list_named_poses", nil).OK)
 	})

@@ -273,7 +273,9 @@ func TestAuth(t *testing.T) {
 	h := newHarness(t, func(c *Conf) { c.Ready = func(context.Context) error { return errors.New("store not writable") } })
 	h.srv.Mount("POST /v1/approvals/{id}/approve", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := PrincipalFromRequest(r)
-		require.True(t, ok)
+		if !ok {
+			t.Error("the handler ran without a principal")
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"by": p.Name})
 	}), RoleOperator)
 	cases := []struct {

@@ -3,6 +3,7 @@ package toolapi
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -179,10 +180,8 @@ func hasNull(v any) bool {
 			}
 		}
 	case []any:
-		for _, e := range x {
-			if hasNull(e) {
-				return true
-			}
+		if slices.ContainsFunc(x, hasNull) {
+			return true
 		}
 	}
 	return false

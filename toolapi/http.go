@@ -286,8 +286,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 		data, err = io.ReadAll(body)
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeHTTPError(w, http.StatusRequestEntityTooLarge, toolerr.New(toolerr.InvalidParams,
 				"the body is larger than %d bytes", s.conf.MaxBodyBytes).With("field", "body").With("allowed", fmt.Sprintf("at most %d bytes", s.conf.MaxBodyBytes)))
 			return nil, false

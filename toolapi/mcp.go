@@ -187,8 +187,7 @@ func (s *Server) mcpRequestIDs(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" && r.Body != nil {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes))
 			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 					http.Error(w, fmt.Sprintf("request body larger than %d bytes", s.conf.MaxBodyBytes), http.StatusRequestEntityTooLarge)
 					return
 				}

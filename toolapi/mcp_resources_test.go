@@ -3,7 +3,6 @@ package toolapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -254,7 +253,7 @@ func requireRPCCode(t *testing.T, err error, code int64, what string) {
 	t.Helper()
 	require.Error(t, err, what)
 	var re *jsonrpc.Error
-	require.True(t, errors.As(err, &re), "%s: %v", what, err)
+	require.ErrorAs(t, err, &re, "%s: %v", what, err)
 	require.Equal(t, code, re.Code, "%s: %v", what, err)
 }
 
@@ -382,7 +381,7 @@ func TestMCP_ProgressWhileAnActionWaits(t *testing.T) {
 	var pcts []float64
 	for _, p := range got {
 		require.Equal(t, "p-1", p.ProgressToken)
-		require.EqualValues(t, 100, p.Total)
+		require.InDelta(t, 100, p.Total, 1e-9)
 		pcts = append(pcts, p.Progress)
 	}
 	require.Equal(t, []float64{0, 30, 60, 100}, pcts)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
 	"strings"
@@ -41,7 +42,7 @@ func (s *syncBuffer) String() string {
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
+	for l := range strings.SplitSeq(strings.TrimSpace(s.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -105,7 +106,7 @@ func TestMetrics_ToolCallCountersCarryBoundedLabels(t *testing.T) {
 		{map[string]string{"tool": "unknown", "kind": "unknown", "outcome": "error", "error_type": "UNKNOWN_TOOL"}, 1},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, counter(t, reg, tc.labels), "%v", tc.labels)
+		require.InDelta(t, tc.want, counter(t, reg, tc.labels), 1e-9, "%v", tc.labels)
 	}
 	// And no label carries the made-up name (labels stay bounded)
 	mfs, err := reg.Gather()
@@ -149,7 +150,7 @@ func TestMetrics_BreakerStateFollowsTheBreaker(t *testing.T) {
 		h.call("get_robot_state", args(nil))
 	}
 	// Then the gauge shows it open
-	require.Equal(t, 2.0, breaker())
+	require.InDelta(t, 2.0, breaker(), 1e-9)
 }
 
 func TestTrace_IDFromTraceparentRequestIDOrNew(t *testing.T) {
@@ -231,7 +232,7 @@ func TestLogs_NeverHoldTokensOrSensitiveArguments(t *testing.T) {
 	require.NotNil(t, call, out)
 	require.Equal(t, map[string]any{"reason": Redacted}, call["args"])
 	require.Equal(t, "sess-9", call["session_id"])
-	require.Equal(t, 1.0, call["attempt"])
+	require.InDelta(t, 1.0, call["attempt"], 1e-9)
 	require.Contains(t, call, "duration")
 	require.Contains(t, call, "trace_id")
 }
@@ -255,7 +256,7 @@ func TestLogs_AttemptCountsStateReadRetries(t *testing.T) {
 	// Then the call's line says it took two attempts
 	for _, l := range buf.lines(t) {
 		if l["msg"] == "tool call" {
-			require.Equal(t, 2.0, l["attempt"])
+			require.InDelta(t, 2.0, l["attempt"], 1e-9)
 			return
 		}
 	}
@@ -279,9 +280,7 @@ func TestRegistry_Redact(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := map[string]any{}
-			for k, v := range tc.in {
-				in[k] = v
-			}
+			maps.Copy(in, tc.in)
 			require.Equal(t, tc.want, reg.Redact(tc.tool, tc.in))
 			if tc.in != nil {
 				require.Equal(t, in, tc.in, "the input is not modified")

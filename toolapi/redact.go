@@ -7,6 +7,8 @@ package toolapi
 // as private"). Redact replaces such values before anything is logged or
 // written to the audit trail's details.
 
+import "maps"
+
 // SensitiveKeyword is the schema annotation that marks a property
 // sensitive.
 const SensitiveKeyword = "x-sensitive"
@@ -39,9 +41,7 @@ func (r *Registry) Redact(tool string, args map[string]any) map[string]any {
 		}
 		return out
 	}
-	for k, v := range args {
-		out[k] = v
-	}
+	maps.Copy(out, args)
 	for _, k := range t.SensitiveArgs() {
 		if _, has := out[k]; has {
 			out[k] = Redacted

@@ -86,17 +86,10 @@ type argForm struct {
 
 // has reports whether field belongs to the form.
 func (f argForm) has(field string) bool {
-	for _, r := range f.required {
-		if r == field {
-			return true
-		}
+	if slices.Contains(f.required, field) {
+		return true
 	}
-	for _, o := range f.optional {
-		if o == field {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(f.optional, field)
 }
 
 // ToolInfo is a tool as GET /v1/tools lists it.
@@ -239,7 +232,7 @@ var genericWords = map[string]bool{
 // plural 's' dropped.
 func contentWords(name string) []string {
 	var out []string
-	for _, w := range strings.Split(name, "_") {
+	for w := range strings.SplitSeq(name, "_") {
 		if w == "" || genericWords[w] {
 			continue
 		}

@@ -138,8 +138,7 @@ func jsonKind(v any) string {
 }
 
 func jsonErrText(s string, err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 		off := int(se.Offset)
 		lo, hi := max(0, off-20), min(len(s), off+20)
 		return fmt.Sprintf("%v at offset %d, near %q", se, off, s[lo:hi])

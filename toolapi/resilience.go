@@ -31,8 +31,7 @@ func transient(_ any, err error) bool {
 	if err == nil || errors.Is(err, circuitbreaker.ErrOpen) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var te *toolerr.Error
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*toolerr.Error](err); ok {
 		return te.Retryable()
 	}
 	return true
@@ -119,8 +118,7 @@ func (r *reader) toErr(err error) error {
 			Message: r.what + " did not answer in time",
 		}
 	}
-	var te *toolerr.Error
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*toolerr.Error](err); ok {
 		return te
 	}
 	return &toolerr.Error{

@@ -788,7 +788,7 @@ func (s *Server) grantCover(v actions.TaskView) (GrantCover, bool) {
 
 // grantText says which grant approved a call: "Approved by ann's grant
 // grt_1 (move_arm_to the named poses ready, stowed), valid until 14:05 UTC
-// (9 min from now), with no operator asked."
+// (9 min from now), with no operator asked.".
 func grantText(g GrantCover, now time.Time) string {
 	by := "an operator's"
 	switch g.By {

@@ -229,19 +229,15 @@ func (s *Server) ToolCalls(r *http.Request, msg assistantMessage) ToolCallsResul
 			actionsIdx = append(actionsIdx, i)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			run(i)
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for _, i := range actionsIdx {
 			run(i)
 		}
-	}()
+	})
 	wg.Wait()
 
 	res := ToolCallsResult{Messages: make([]ToolMessage, len(envs))}

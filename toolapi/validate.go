@@ -3,7 +3,9 @@ package toolapi
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -90,9 +92,7 @@ func dropNulls(schema map[string]any, args map[string]any) (map[string]any, bool
 		}
 		if out == nil {
 			out = make(map[string]any, len(args))
-			for k2, v2 := range args {
-				out[k2] = v2
-			}
+			maps.Copy(out, args)
 		}
 		if drop {
 			delete(out, k)
@@ -309,11 +309,8 @@ func (t *Tool) checkForms(args map[string]any) *toolerr.Error {
 	}
 	var touched []argForm // the forms the given fields belong to
 	for _, f := range t.forms {
-		for _, p := range present {
-			if f.has(p) {
-				touched = append(touched, f)
-				break
-			}
+		if slices.ContainsFunc(present, f.has) {
+			touched = append(touched, f)
 		}
 	}
 	switch len(touched) {

@@ -231,8 +231,7 @@ func As(err error) *Error {
 	if err == nil {
 		return nil
 	}
-	var te *Error
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*Error](err); ok {
 		return te
 	}
 	return &Error{Type: Internal, Message: "internal error", Err: err}
