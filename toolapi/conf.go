@@ -218,7 +218,8 @@ type Conf struct {
 	GrantCover func(approvalID string) (GrantCover, bool)
 	// Events is the bridge's event bus (optional). The agent's event
 	// stream and MCP resource subscriptions read robot state and task
-	// changes from it; without it they only serve current state.
+	// changes from it. Without it GET /v1/agent/events answers 503 and
+	// MCP subscriptions are refused; reads still work.
 	Events *events.Bus
 }
 
