@@ -44,6 +44,9 @@ func BenchmarkCallTool_GetRobotState(b *testing.B) {
 	br := newTestBridge(b, cfg, nil)
 	base := "http://" + br.Addr()
 	benchWaitReady(b, base)
+	// The tool API answers from the supervisor's state, which arrives a
+	// moment after /readyz turns ready (it judges by the driver's).
+	require.Eventually(b, func() bool { return br.Supervisor().Status().HaveState }, 5*time.Second, 5*time.Millisecond)
 
 	// The bare handler answers any request with HTTP's answer, byte for
 	// byte, with the same content type.

@@ -49,6 +49,12 @@ func TestE2E_ScenarioTableOnEveryProtocol(t *testing.T) {
 						t.Parallel()
 						// Given a bridge of its own on a robot at rest
 						h := startHarness(t, sc.edit)
+						// whose supervisor has the robot's state: /readyz
+						// judges by the driver's newest state, which the
+						// supervisor (the gate of every motion) receives a
+						// moment later, and a motion requested in between is
+						// refused UNAVAILABLE.
+						require.Eventually(t, func() bool { return h.b.Supervisor().Status().HaveState }, 5*time.Second, 5*time.Millisecond)
 						requireCleanAtRest(t, h)
 						a := newProtoAgent(t, h.base, h.agent, p)
 						// When the row is played over p (and Then its outcome)
