@@ -186,6 +186,10 @@ type stdioProxy struct {
 	subs     map[string]int           // guarded by mu; URI → local subscriptions
 }
 
+// progressRouteGrace is how long a finished call's progress route stays,
+// for a notification the client delivers after the call's result.
+const progressRouteGrace = 5 * time.Second
+
 // progressRoute is where a progress notification from the bridge goes.
 type progressRoute struct {
 	session *mcp.ServerSession
@@ -333,9 +337,15 @@ func (p *stdioProxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 		p.progress[mine] = progressRoute{session: req.Session, token: tok}
 		p.mu.Unlock()
 		defer func() {
-			p.mu.Lock()
-			delete(p.progress, mine)
-			p.mu.Unlock()
+			// The bridge sends a call's last progress before its result,
+			// but the client may hand the result over before it has run
+			// the notification's handler: keep the route a little longer
+			// so that last notification is still forwarded.
+			time.AfterFunc(progressRouteGrace, func() {
+				p.mu.Lock()
+				delete(p.progress, mine)
+				p.mu.Unlock()
+			})
 		}()
 	}
 	ctx, cancel := detached(ctx)
