@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -141,9 +142,9 @@ func (t *teardown) run(ctx context.Context) error {
 	t.steps = nil
 	t.mu.Unlock()
 	var errs []error
-	for i := len(steps) - 1; i >= 0; i-- {
-		if err := steps[i].fn(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", steps[i].name, err))
+	for _, step := range slices.Backward(steps) {
+		if err := step.fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", step.name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -352,12 +353,10 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 		return nil
 	})
 	states, unsubscribe := b.drv.Subscribe()
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
+	b.bg.Go(func() {
 		defer unsubscribe()
 		b.perception.Run(runCtx, states)
-	}()
+	})
 	b.forwardEvents(runCtx)
 	// Pending approvals are cancelled, then live tasks end, both while the
 	// supervisor still watches the robot (their releases run before its).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,8 +118,8 @@ func TestStop_ReleasesInOrderWithTheDriversStopLast(t *testing.T) {
 	// driver's final stop is the very last
 	want := []string{"http", "runner", "approvals", "background", "supervisor", "store", "robot link"}
 	var order []string
-	for i := len(names) - 1; i >= 0; i-- {
-		order = append(order, names[i])
+	for _, name := range slices.Backward(names) {
+		order = append(order, name)
 	}
 	require.Equal(t, want, order)
 	stopNow(t, b)

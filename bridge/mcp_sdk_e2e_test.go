@@ -151,7 +151,7 @@ func TestE2E_MCPTypeScriptSDK(t *testing.T) {
 		require.NotEmpty(t, p["message"])
 	}
 	require.Contains(t, progress[0].(map[string]any)["message"], "awaiting_approval")
-	require.EqualValues(t, 100, last)
+	require.InDelta(t, 100, last, 1e-9)
 	require.GreaterOrEqual(t, mo["state_updates_while_moving"].(float64), 1.0, "no robot://state update while the robot moved: %v", mo["updates"])
 	x0 := before["data"].(map[string]any)["base"].(map[string]any)["x"].(float64)
 	afterEnv := steps["read_state_after"].m("envelope")

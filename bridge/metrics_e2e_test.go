@@ -232,7 +232,7 @@ func TestLogs_NoLineHoldsATokenOrASensitiveArgument(t *testing.T) {
 	// duration and the redacted argument
 	var call map[string]any
 	traced := 0
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
 		m := map[string]any{}
 		require.NoError(t, json.Unmarshal([]byte(line), &m), "not a JSON line: %s", line)
 		if m["msg"] == "tool call" && m["tool"] == "stop" {
@@ -246,7 +246,7 @@ func TestLogs_NoLineHoldsATokenOrASensitiveArgument(t *testing.T) {
 	require.Equal(t, "req-logs-1", call["trace_id"])
 	require.Equal(t, "sess-logs", call["session_id"])
 	require.Equal(t, "action", call["kind"])
-	require.Equal(t, 1.0, call["attempt"])
+	require.InDelta(t, 1.0, call["attempt"], 1e-9)
 	require.Contains(t, call, "duration")
 	require.Equal(t, map[string]any{"reason": "[redacted]"}, call["args"])
 	require.Positive(t, traced, "the traceparent's trace id is in the request's log line")

@@ -294,7 +294,7 @@ func auditRecords(t *testing.T, h *harness, query string) []store.AuditRecord {
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	var out []store.AuditRecord
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n") {
 		if line == "" {
 			continue
 		}

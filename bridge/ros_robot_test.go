@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,12 +57,7 @@ func startBaseRobot(t *testing.T, m *rostest.Master, x, y, theta float64) *baseR
 }
 
 func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(list, s)
 }
 
 // onNextGoal sets how the robot answers the next goal (the script's

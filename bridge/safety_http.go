@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -55,9 +56,7 @@ func writeNotRecorded(w http.ResponseWriter, te *toolerr.Error, extra map[string
 	body := map[string]any{"error": map[string]any{
 		"type": te.Type, "message": te.Message, "retryable": te.Retryable(), "suggestion": te.SuggestionText(),
 	}}
-	for k, v := range extra {
-		body[k] = v
-	}
+	maps.Copy(body, extra)
 	writeJSON(w, http.StatusServiceUnavailable, body)
 }
 

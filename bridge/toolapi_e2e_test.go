@@ -450,16 +450,15 @@ func scenarioIdempotencyKeyMovesOnce(t *testing.T, start harnessFactory) {
 
 	// When 20 goroutines send the same keyed call at once
 	var wg sync.WaitGroup
-	ids := make([]string, 20)
-	for i := range ids {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			env := h.call("move_base_to", body)
-			ids[i] = taskID(t, env)
-		}(i)
+	envs := make([]map[string]any, 20)
+	for i := range envs {
+		wg.Go(func() { envs[i] = h.call("move_base_to", body) })
 	}
 	wg.Wait()
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		ids[i] = taskID(t, env)
+	}
 	// Then they all get the same task
 	for _, id := range ids {
 		require.Equal(t, ids[0], id)

@@ -60,9 +60,7 @@ func (d *benchDriver) publish(mut func(*robot.State)) time.Time {
 func (d *benchDriver) talk(silent *atomic.Bool) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(500 * time.Microsecond)
 		defer t.Stop()
 		for {
@@ -75,7 +73,7 @@ func (d *benchDriver) talk(silent *atomic.Bool) (stop func()) {
 				}
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }
 

@@ -54,8 +54,7 @@ func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	}
 	from := last.Base
 	if err := s.limits.Check(cmd, &from); err != nil {
-		var le *LimitError
-		if errors.As(err, &le) {
+		if le, ok := errors.AsType[*LimitError](err); ok {
 			return le.ToolError()
 		}
 		return toolerr.New(toolerr.InvalidParams, "%v", err).Wrap(err)

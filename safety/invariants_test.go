@@ -512,10 +512,8 @@ func invariant7OneCallProducesOneMotion(t *testing.T, newRig newRigFunc) {
 		views []actions.TaskView
 		errs  []error
 	)
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 20 {
+		wg.Go(func() {
 			v, err := r.submit("move_base_to", args)
 			mu.Lock()
 			defer mu.Unlock()
@@ -524,7 +522,7 @@ func invariant7OneCallProducesOneMotion(t *testing.T, newRig newRigFunc) {
 			} else {
 				views = append(views, v)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.Len(t, views, 1, "exactly one task")

@@ -1,7 +1,6 @@
 package safety
 
 import (
-	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -106,7 +105,7 @@ func FuzzLimitsPathCheck(f *testing.F) {
 		// Then the answer is nil or a *LimitError, consistent with the geometry
 		var le *LimitError
 		if err != nil {
-			require.True(t, errors.As(err, &le), "%T %v", err, err)
+			require.ErrorAs(t, err, &le, "%T %v", err, err)
 			require.NotEmpty(t, le.Error())
 			_ = le.ToolError()
 		}

@@ -1,7 +1,6 @@
 package safety
 
 import (
-	"errors"
 	"math"
 	"testing"
 
@@ -77,7 +76,7 @@ func TestLimits_Check(t *testing.T) {
 			te := le.ToolError()
 			require.Equal(t, toolerr.SafetyViolation, te.Type)
 			require.Equal(t, tc.limit, te.Details["limit"])
-			require.True(t, errors.As(te, &le))
+			require.ErrorAs(t, te, &le)
 		})
 	}
 }

@@ -280,7 +280,7 @@ func runSequence(t *testing.T, newRig newRigFunc, seed uint64, stats map[string]
 	}
 	ctx := context.Background()
 	ops := 6 + rng.IntN(6)
-	for i := 0; i < ops; i++ {
+	for range ops {
 		k := rng.IntN(100)
 		if v, ok := r.run.Active(); ok && v.Status == "awaiting_approval" && rng.IntN(3) > 0 {
 			k = 40 // an operator mostly answers a pending request

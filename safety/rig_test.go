@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -418,8 +419,8 @@ func (r *rig) close() {
 			_ = r.sup.Close()
 		}
 		_ = r.appr.Close()
-		for i := len(r.closers) - 1; i >= 0; i-- {
-			r.closers[i]()
+		for _, v := range slices.Backward(r.closers) {
+			v()
 		}
 	})
 }
@@ -720,8 +721,8 @@ func (r *rig) stopsAfter(t time.Time) []sim.LogEntry {
 // taskOfCommand returns the task id a command id belongs to and whether
 // it was the supervisor's own recovery.
 func taskOfCommand(id string) (task string, recovery bool) {
-	if strings.HasPrefix(id, safety.RecoveryCommandPrefix) {
-		id, recovery = strings.TrimPrefix(id, safety.RecoveryCommandPrefix), true
+	if after, ok := strings.CutPrefix(id, safety.RecoveryCommandPrefix); ok {
+		id, recovery = after, true
 	}
 	if i := strings.LastIndexByte(id, '-'); i > 0 {
 		id = id[:i]

@@ -8,8 +8,8 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// ErrStopRequested: a stop, cancel or the end of the task's grant was
-// requested for the task, so the gate refuses every further command of it
+// ErrStopRequested says that a stop, cancel or the end of the task's
+// grant was requested for the task, so the gate refuses every further command of it
 // — the next step and any recovery motion alike (ARCHITECTURE.md,
 // invariant 10).
 var ErrStopRequested = errors.New("stop requested for this task")

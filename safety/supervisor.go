@@ -698,8 +698,7 @@ func (s *Supervisor) CheckLimits(cmds ...robot.Command) error {
 	s.mu.Unlock()
 	for _, c := range cmds {
 		if err := s.limits.Check(c, from); err != nil {
-			var le *LimitError
-			if errors.As(err, &le) {
+			if le, ok := errors.AsType[*LimitError](err); ok {
 				return le.ToolError()
 			}
 			return toolerr.New(toolerr.InvalidParams, "%v", err).Wrap(err)

@@ -2,7 +2,6 @@ package safety
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -134,7 +133,7 @@ func TestExecute_SucceedsAndRefreshesEveryPeriod(t *testing.T) {
 	h.waitActive()
 	require.Len(t, h.drv.sentCommands(), 1)
 	// When the arm takes a few periods to arrive
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		h.advance(h.sup.ControlPeriod())
 		h.publish()
 	}
@@ -403,7 +402,7 @@ func TestEStop_DuringInFlightSendStopsAgainAfterIt(t *testing.T) {
 	waitFor(t, func() bool { return len(h.drv.stopTimes()) == 1 }, "first stop not sent at once")
 	// and the e-stop does not wait for the command in flight
 	require.NoError(t, <-done)
-	require.Len(t, h.drv.sentCommands(), 0, "the command is still in flight")
+	require.Empty(t, h.drv.sentCommands(), "the command is still in flight")
 	close(release)
 	// and a second stop follows the command that was in flight, sent by
 	// the gate as soon as the command has left
@@ -455,7 +454,7 @@ func TestExecute_DriverSendErrorRecovers(t *testing.T) {
 	o := <-out
 	require.Equal(t, TripDriverError, o.Trip.Kind)
 	require.Equal(t, OutcomeRecovered, o.Kind)
-	require.True(t, errors.Is(o.Trip.Err, errBoom))
+	require.ErrorIs(t, o.Trip.Err, errBoom)
 }
 
 func TestNew_ValidatesConf(t *testing.T) {

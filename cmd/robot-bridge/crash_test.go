@@ -373,7 +373,7 @@ func exportAudit(t *testing.T, p *bridgeProc) map[int64]store.AuditRecord {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	out := map[int64]store.AuditRecord{}
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n") {
 		var r store.AuditRecord
 		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
 		out[r.Seq] = r

@@ -166,7 +166,7 @@ func TestMCPStdio_AHostOnStdioUsesTheBridge(t *testing.T) {
 	require.Equal(t, "SAFETY_VIOLATION", string(env.Error.Type))
 	_, err = host.ReadResource(ctx, &mcp.ReadResourceParams{URI: "robot://tasks/none"})
 	var rpcErr *jsonrpc.Error
-	require.True(t, errors.As(err, &rpcErr), "%v", err)
+	require.ErrorAs(t, err, &rpcErr, "%v", err)
 	require.EqualValues(t, jsonrpc.CodeInvalidParams, rpcErr.Code)
 
 	// When the host closes stdin, mcp-stdio ends cleanly
