@@ -80,6 +80,14 @@ func (s *Server) mcpHandler() http.Handler {
 			if p, ok := s.mcpPrincipal(ctx, req.GetExtra()); ok {
 				ctx = WithPrincipal(ctx, p)
 			}
+			// An unknown tool is answered as over HTTP and gRPC: an
+			// UNKNOWN_TOOL envelope with the closest names (isError), not
+			// the SDK's bare JSON-RPC "unknown tool" error.
+			if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil {
+				if _, known := s.reg.Lookup(cr.Params.Name); !known {
+					return s.mcpCall(ctx, cr.Params.Name, cr), nil
+				}
+			}
 			return next(ctx, method, req)
 		}
 	})

@@ -81,6 +81,17 @@ func TestMCP_SameToolsSamePath(t *testing.T) {
 	require.Equal(t, toolerr.InvalidParams, env.Error.Type)
 	require.Equal(t, "x", env.Error.Details["field"])
 
+	// When it calls a tool that does not exist, it gets the same
+	// UNKNOWN_TOOL envelope as over HTTP (closest names), not a JSON-RPC
+	// error
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mvoe_base_to", Arguments: map[string]any{"x": 1}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	env = mcpEnvelope(t, res)
+	require.Equal(t, toolerr.UnknownTool, env.Error.Type)
+	require.Contains(t, env.Error.Details["closest"], "move_base_to")
+	require.Zero(t, h.tasks.submits.Load(), "an unknown tool runs nothing")
+
 	// When it repeats an action with an idempotency key in _meta, one task
 	call := &mcp.CallToolParams{
 		Name: "move_base_to", Arguments: map[string]any{"location": "table"},
