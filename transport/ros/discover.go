@@ -321,9 +321,13 @@ type OdomSample struct {
 // ErrNoOdometry means no odometry message arrived in time.
 var ErrNoOdometry = errors.New("no odometry message arrived")
 
+// OdomListen bounds how long ReadOdometry listens after the first
+// message, so a slow odometry does not hold init up to its deadline.
+const OdomListen = time.Second
+
 // ReadOdometry registers a short-lived node on the master, listens to
-// topic until it has want messages or ctx ends, and returns the newest
-// pose and the message rate. With no message at all it fails with
+// topic until it has want messages, OdomListen has passed since the first
+// or ctx ends, and returns the newest pose and the message rate. With no message at all it fails with
 // ErrNoOdometry. host is the address other nodes reach this one at
 // (ROS_IP or ROS_HOSTNAME); empty lets goroslib choose.
 func ReadOdometry(ctx context.Context, masterURI, topic, host string, want int) (OdomSample, error) {
@@ -357,12 +361,15 @@ func ReadOdometry(ctx context.Context, masterURI, topic, host string, want int) 
 	defer sub.Close()
 	var out OdomSample
 	var first, last time.Time
+	var settled <-chan time.Time // a second after the first message
 	for out.Messages < want {
 		select {
 		case <-ctx.Done():
 			if out.Messages == 0 {
 				return out, fmt.Errorf("%w on %s before the deadline", ErrNoOdometry, topic)
 			}
+			return out, nil
+		case <-settled:
 			return out, nil
 		case r := <-ch:
 			base, _, err := OdomToBase(r.m)
@@ -372,6 +379,7 @@ func ReadOdometry(ctx context.Context, masterURI, topic, host string, want int) 
 			out.Pose, out.Frame = base, strings.TrimPrefix(r.m.Header.FrameId, "/")
 			if out.Messages == 0 {
 				first = r.at
+				settled = time.After(OdomListen)
 			}
 			last = r.at
 			out.Messages++
