@@ -718,10 +718,11 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		return fail(err)
 	}
 	out := s.follow(ctx, v, s.clampWait(req.Wait))
-	if replayed && (req.toolCallID != "" || req.viaMCP) {
-		// A host that re-posts a message must be able to tell that
-		// nothing moved again, and a host that reuses ids must learn why
-		// its new call did not run.
+	if replayed {
+		// Whatever the protocol, a replayed call says so: a host that
+		// re-posts a message must be able to tell that nothing moved
+		// again, and a host that reuses keys or ids must learn why its
+		// new call did not run.
 		out.text = fmt.Sprintf("The %s was already sent: this is its task, and nothing was sent to the robot again"+
 			" (%s). ", req.keyOrigin(), req.newCallHint()) + out.text
 	}
