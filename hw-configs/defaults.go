@@ -47,7 +47,7 @@ const (
 	DefaultMQTTTopicPrefix = "robots"
 )
 
-// TopicNone, as the name of an optional input topic (estop_topic,
+// TopicNone is the name that, for an optional input topic (estop_topic,
 // battery_topic, and joint_states_topic or detections_topic on a robot
 // without an arm or camera), says that the robot has no such input. A
 // topic really called "none" is written "/none".

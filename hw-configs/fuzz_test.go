@@ -2,7 +2,6 @@ package hwconfig
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,6 +99,6 @@ func FuzzParse(f *testing.F) {
 		require.NoError(t, err)
 		back, err := Parse(out)
 		require.NoError(t, err, "re-parse of:\n%s", out)
-		require.Equal(t, c, back, fmt.Sprintf("round trip of:\n%s", out))
+		require.Equal(t, c, back, "round trip of:\n%s", out)
 	})
 }

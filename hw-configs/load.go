@@ -46,8 +46,7 @@ func Parse(b []byte) (*Config, error) {
 	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
-		var ve *ValidationError
-		if errors.As(err, &ve) {
+		if ve, ok := errors.AsType[*ValidationError](err); ok {
 			annotateLines(ve, file)
 		}
 		return nil, err
@@ -112,8 +111,7 @@ func decode(b []byte) (c *Config, file *ast.File, err error) {
 // syntaxError turns a YAML syntax error into a *FieldError with the line.
 func syntaxError(err error) error {
 	fe := &FieldError{Problem: "YAML syntax error: " + err.Error()}
-	var ye yaml.Error
-	if errors.As(err, &ye) {
+	if ye, ok := errors.AsType[yaml.Error](err); ok {
 		fe.Problem = "YAML syntax error: " + ye.GetMessage()
 		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
 			fe.Line = tk.Position.Line
@@ -126,8 +124,7 @@ func syntaxError(err error) error {
 // with the YAML path, because "cannot unmarshal string into Go struct field
 // BaseConf.MaxLinearSpeed" names Go, not the file the operator edits.
 func decodeError(err error, body ast.Node) error {
-	var fe *FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*FieldError](err); ok {
 		return fe
 	}
 	var ye yaml.Error
@@ -301,8 +298,8 @@ func allowedKeys(path string) []string {
 		return nil
 	}
 	var keys []string
-	for i := range t.NumField() {
-		if name := yamlName(t.Field(i)); name != "" {
+	for f := range t.Fields() {
+		if name := yamlName(f); name != "" {
 			keys = append(keys, name)
 		}
 	}
@@ -315,7 +312,7 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 	if path == "" {
 		return t
 	}
-	for _, seg := range strings.Split(path, ".") {
+	for seg := range strings.SplitSeq(path, ".") {
 		name, idx, _ := strings.Cut(seg, "[")
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
@@ -349,8 +346,8 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 
 // fieldByYAMLName finds the struct field with the given yaml key.
 func fieldByYAMLName(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		if f := t.Field(i); yamlName(f) == name {
+	for f := range t.Fields() {
+		if yamlName(f) == name {
 			return f, true
 		}
 	}

@@ -25,8 +25,7 @@ func requireProblem(t *testing.T, err error, field, allowed string) *FieldError 
 	require.Error(t, err)
 	require.ErrorIs(t, err, ErrInvalid)
 	var fe *FieldError
-	var ve *ValidationError
-	if errors.As(err, &ve) {
+	if ve, ok := errors.AsType[*ValidationError](err); ok {
 		fe = ve.Field(field)
 	} else {
 		require.ErrorAs(t, err, &fe)
@@ -289,13 +288,13 @@ func TestParse_UnknownKeySuggestsTheClosestName(t *testing.T) {
 	require.Error(t, err)
 	good, rerr := os.ReadFile(shippedConfig)
 	require.NoError(t, rerr)
-	src := strings.Replace(string(good), "max_angular_speed:", "max_angualr_speed:", 1)
+	src := strings.Replace(string(good), "max_angular_speed:", "max_angulra_speed:", 1)
 
 	// When it is parsed
 	_, err = Parse([]byte(src))
 
 	// Then the error suggests the right key
-	require.ErrorContains(t, err, `unknown field "max_angualr_speed" (did you mean max_angular_speed?)`)
+	require.ErrorContains(t, err, `unknown field "max_angulra_speed" (did you mean max_angular_speed?)`)
 }
 
 func TestParse_RejectsDocumentsThatAreNotAConfig(t *testing.T) {

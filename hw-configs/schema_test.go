@@ -48,7 +48,7 @@ func generateSchema(t *testing.T) []byte {
 				}
 			case reflect.TypeFor[Point2]():
 				return &jsonschema.Schema{
-					Type: "array", Items: &jsonschema.Schema{Type: "number"}, MinItems: ptr(uint64(2)), MaxItems: ptr(uint64(2)),
+					Type: "array", Items: &jsonschema.Schema{Type: "number"}, MinItems: new(uint64(2)), MaxItems: new(uint64(2)),
 					Description: "A point [x, y] in metres in the room frame.",
 				}
 			case reflect.TypeFor[Transport]():
@@ -111,8 +111,7 @@ func yamlKeysInComments(comments map[string]string, t reflect.Type, seen map[ref
 		return
 	}
 	seen[t] = true
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for f := range t.Fields() {
 		key := t.PkgPath() + "." + t.Name() + "." + f.Name
 		if c, ok := comments[key]; ok {
 			for _, sep := range []string{" ", ",", ":"} {
@@ -133,8 +132,6 @@ func enumSchema[T ~string](vs []T, desc string) *jsonschema.Schema {
 	}
 	return s
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestSchema_IsCurrent(t *testing.T) {
 	// Given the schema generated from the Go types now

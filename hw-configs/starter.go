@@ -98,10 +98,7 @@ func StarterID(name string) string {
 // odometry arriving every period: five periods, at least 500 ms, rounded
 // up to 100 ms.
 func StateTimeoutFor(period time.Duration) time.Duration {
-	st := 5 * period
-	if st < 500*time.Millisecond {
-		st = 500 * time.Millisecond
-	}
+	st := max(5*period, 500*time.Millisecond)
 	return (st + 99*time.Millisecond).Truncate(100 * time.Millisecond)
 }
 

@@ -324,7 +324,7 @@ func (v *validator) mqtt(m *MQTTConf) {
 		}
 	}
 	if m.TopicPrefix != "" {
-		for _, level := range strings.Split(m.TopicPrefix, "/") {
+		for level := range strings.SplitSeq(m.TopicPrefix, "/") {
 			if !mqttLevelPattern.MatchString(level) {
 				v.p.add(p+"topic_prefix", m.TopicPrefix, "topic levels separated by '/', without '+', '#', spaces or empty levels",
 					"%q is not a valid topic prefix", m.TopicPrefix)

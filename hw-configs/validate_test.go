@@ -1,7 +1,6 @@
 package hwconfig
 
 import (
-	"errors"
 	"math"
 	"testing"
 	"time"
@@ -172,7 +171,7 @@ func TestValidate_ErrorsAreTyped(t *testing.T) {
 	// Then callers can branch with errors.Is and errors.As
 	require.ErrorIs(t, err, ErrInvalid)
 	var fe *FieldError
-	require.True(t, errors.As(err, &fe))
+	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "safe_pose.timeout", fe.Field)
 	require.Equal(t, "-1s", fe.Value)
 	require.Equal(t, "safe_pose.timeout: -1s is negative (allowed: a positive duration like 500ms or 2s)", fe.Error())

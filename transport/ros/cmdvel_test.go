@@ -152,7 +152,7 @@ func TestControl_BrakesStraightBeforeTurning(t *testing.T) {
 
 	// When the law takes over
 	settled := false
-	for step := 0; step < 3000; step++ {
+	for range 3000 {
 		cv, cw, ok := law.step(u.p, robot.Twist2D{V: u.v, W: u.w})
 		if ok {
 			break
@@ -177,7 +177,7 @@ func TestProfile_BrakesInTime(t *testing.T) {
 	for _, e := range []float64{0.001, 0.01, 0.1, 0.5, 2, 10} {
 		v := profile(e, 100, 0.6, 2)
 		require.LessOrEqual(t, v*v/(2*0.6), e+1e-12, "e=%g", e)
-		require.Equal(t, -v, profile(-e, 100, 0.6, 2), "symmetric")
+		require.InDelta(t, -v, profile(-e, 100, 0.6, 2), 1e-12, "symmetric")
 	}
-	require.Equal(t, 0.8, profile(100, 0.8, 0.6, 2), "capped at the limit")
+	require.InDelta(t, 0.8, profile(100, 0.8, 0.6, 2), 1e-12, "capped at the limit")
 }

@@ -405,7 +405,7 @@ func (d *Driver) onDetections(m *vision_msgs.Detection2DArray) {
 
 func (d *Driver) setLabels(csv string) {
 	var labels []string
-	for _, l := range strings.Split(csv, ",") {
+	for l := range strings.SplitSeq(csv, ",") {
 		labels = append(labels, strings.TrimSpace(l))
 	}
 	d.setLabelList(labels)
@@ -885,9 +885,7 @@ func (d *Driver) startStopEchoLocked(stamp time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.echoCancel = cancel
 	gen := d.stopGen
-	d.echoWG.Add(1)
-	go func() {
-		defer d.echoWG.Done()
+	d.echoWG.Go(func() {
 		for _, delay := range stopEchoes {
 			select {
 			case <-ctx.Done():
@@ -913,7 +911,7 @@ func (d *Driver) startStopEchoLocked(stamp time.Time) {
 			}
 			d.cmdMu.Unlock()
 		}
-	}()
+	})
 }
 
 // endStopEchoLocked ends the echoes of the last stop: a new command was

@@ -141,7 +141,7 @@ func TestResolveName(t *testing.T) {
 	require.Equal(t, "/a/odom", ros.ResolveName("robot_bridge", "/a/odom"))
 	require.Equal(t, "/robot_bridge/heartbeat", ros.ResolveName("robot_bridge", "~heartbeat"))
 	require.Equal(t, "/robot_bridge/heartbeat", ros.ResolveName("robot_bridge", ros.HeartbeatTopic(&hwconfig.ROSConf{})))
-	require.Equal(t, "", ros.ResolveName("robot_bridge", ""))
+	require.Empty(t, ros.ResolveName("robot_bridge", ""))
 }
 
 // fakeBase is a base-only robot written against goroslib directly: it

@@ -141,9 +141,7 @@ func startFakeArm(t *testing.T, m *rostest.Master, cfg *hwconfig.Config) *fakeAr
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		tk := time.NewTicker(5 * time.Millisecond)
 		defer tk.Stop()
 		for i := 0; ; i++ {
@@ -166,7 +164,7 @@ func startFakeArm(t *testing.T, m *rostest.Master, cfg *hwconfig.Config) *fakeAr
 			}
 			f.mu.Unlock()
 		}
-	}()
+	})
 	t.Cleanup(func() {
 		close(stop)
 		wg.Wait()
