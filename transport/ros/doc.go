@@ -2,10 +2,13 @@
 // a robot through the standard interfaces every ROS robot already has, on
 // github.com/bluenviron/goroslib/v2.
 //
-// State comes in from nav_msgs/Odometry (base pose and velocity),
-// sensor_msgs/JointState (arm joints and the gripper joint),
-// sensor_msgs/BatteryState, vision_msgs/Detection2DArray and a std_msgs/Bool
-// robot e-stop. Commands go out as a move_base_msgs/MoveBase goal, or as
+// State comes in from nav_msgs/Odometry (base pose and velocity; every
+// robot must publish it), and, where the robot has them,
+// sensor_msgs/JointState (arm joints and the gripper joint; with an arm),
+// vision_msgs/Detection2DArray (with a camera), sensor_msgs/BatteryState
+// and a std_msgs/Bool robot e-stop (each only when the config names it).
+// An input the config names must have a publisher when the driver starts;
+// one it leaves out (or writes none) is neither subscribed nor waited for. Commands go out as a move_base_msgs/MoveBase goal, or as
 // geometry_msgs/Twist on cmd_vel with the driver closing the loop on
 // odometry (transport.ros.base_mode), a control_msgs/FollowJointTrajectory
 // goal for the arm and a control_msgs/GripperCommand goal for the gripper.
@@ -19,7 +22,9 @@
 // robot is bridged by writing a config, not code.
 //
 // actionlib goal states map onto the driver contract like this: PENDING
-// and ACTIVE mean Send succeeded; REJECTED (and a RECALLED or terminal
+// and ACTIVE mean Send succeeded; a base goal the server reports SUCCEEDED
+// is the controller's verdict, which GoalSucceeded reports by the bridge's
+// command id so the supervisor ends the step (safety.GoalReporter); REJECTED (and a RECALLED or terminal
 // answer before acceptance) makes Send fail with a *GoalError; a goal the
 // server never acknowledges fails Send when the caller's context ends (the
 // supervisor bounds it by its state timeout). After acceptance, ABORTED,
@@ -46,6 +51,10 @@
 // the bundled simulator node does. Detection class ids are named by
 // transport.ros.class_labels or, when the config has none, by the ROS
 // parameter <detections_topic>/class_labels.
+//
+// Discover, Graph.Match and ReadOdometry read a running robot's graph from
+// the master API (action servers by the actionlib topic pattern) for
+// `robot-bridge init`, which writes a starter hw-config from it.
 //
 // goroslib is archived upstream (ROS1 reached end of life), so it stays
 // behind this package: a ROS2 transport can be added beside it.
