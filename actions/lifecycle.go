@@ -139,10 +139,25 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 	switch out.Kind {
 	case safety.OutcomeSucceeded:
 		res := p.result(st)
+		text := succeededText(p.done, where)
+		if len(out.Warnings) > 0 {
+			// The robot's verdict stands; the bridge's own check that
+			// disagrees is said, never hidden and never turned into a
+			// failure.
+			ws := make([]string, len(out.Warnings))
+			for i, w := range out.Warnings {
+				ws[i] = w.Text()
+			}
+			if res == nil {
+				res = map[string]any{}
+			}
+			res["warnings"] = ws
+			text += " " + warningText(ws)
+		}
 		_ = r.fire(t, fsm.EvSucceed, trOpts{by: "supervisor", mutate: func(t *task) {
 			t.result = res
 			t.progress = Progress{Fraction: 1, Text: progressFinished}
-			t.text = succeededText(p.done, where)
+			t.text = text
 		}})
 	case safety.OutcomeRejected:
 		if out.Stop != nil {

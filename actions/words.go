@@ -196,6 +196,13 @@ func recoveringText(safePose string) string {
 
 func succeededText(done, where string) string { return sentence(done) + " " + now(where) }
 
+// warningText is the bridge's second opinion on a step the robot
+// reported finished: "Warning: heading 27° off the requested 0°, outside
+// the 10° tolerance."
+func warningText(ws []string) string {
+	return "Warning: " + toolerr.Sentence(strings.Join(ws, "; "))
+}
+
 // progressText is a running step's progress: a phrase the tool API
 // embeds, so no full stop.
 func progressText(doing string, toGo float64, hasTarget bool, fraction float64) string {

@@ -197,6 +197,9 @@ func describeSafety(st safety.Status) string {
 		parts = append(parts, "No fault is latched.")
 	}
 	stale := st.HaveState && st.LastStateAge > st.Monitors.StateTimeout
+	if !st.HardwareEStop {
+		parts = append(parts, "The robot reports no hardware e-stop; the bridge's e-stop is the only one.")
+	}
 	if st.RobotEStop {
 		if stale {
 			parts = append(parts, "The robot's own e-stop was engaged as last reported.")

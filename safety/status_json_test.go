@@ -28,7 +28,7 @@ func TestStatusJSON_DurationsInMillisecondsAbsentTimesAbsent(t *testing.T) {
 		{
 			name: "no state yet, nothing latched",
 			st:   Status{LinkUp: true, Monitors: mon},
-			want: `{"estop":{"active":false},"fault":{"latched":false},"link_up":true,"have_state":false,"robot_estop":false,
+			want: `{"estop":{"active":false},"fault":{"latched":false},"link_up":true,"have_state":false,"robot_estop":false,"hardware_estop":false,
 				"monitors":{"safe_pose":"stowed","speed_scale":0.3,"gripper_on_safe":"hold","recovery_preauthorized":true,
 				"control_period_ms":20,"state_timeout_ms":500,"stall_timeout_ms":3000,"safe_pose_timeout_ms":15000}}`,
 		},
@@ -43,7 +43,7 @@ func TestStatusJSON_DurationsInMillisecondsAbsentTimesAbsent(t *testing.T) {
 			},
 			want: `{"estop":{"active":true,"by":"alice","reason":"test","since":"2026-01-02T03:04:05Z"},
 				"fault":{"latched":true,"reason":"recovery failed","task_id":"task-1","since":"2026-01-02T03:04:05Z"},
-				"link_up":false,"have_state":true,"robot_estop":false,
+				"link_up":false,"have_state":true,"robot_estop":false,"hardware_estop":false,
 				"active":{"task_id":"task-2","tool":"move_base_to","phase":"executing","since":"2026-01-02T03:04:05Z"},
 				"monitors":{"safe_pose":"stowed","speed_scale":0.3,"gripper_on_safe":"hold","recovery_preauthorized":true,
 				"control_period_ms":20,"state_timeout_ms":500,"stall_timeout_ms":3000,"safe_pose_timeout_ms":15000},
@@ -52,7 +52,7 @@ func TestStatusJSON_DurationsInMillisecondsAbsentTimesAbsent(t *testing.T) {
 		{
 			name: "a fresh state has an age of 0 ms, present",
 			st:   Status{HaveState: true, Monitors: mon},
-			want: `{"estop":{"active":false},"fault":{"latched":false},"link_up":false,"have_state":true,"robot_estop":false,
+			want: `{"estop":{"active":false},"fault":{"latched":false},"link_up":false,"have_state":true,"robot_estop":false,"hardware_estop":false,
 				"monitors":{"safe_pose":"stowed","speed_scale":0.3,"gripper_on_safe":"hold","recovery_preauthorized":true,
 				"control_period_ms":20,"state_timeout_ms":500,"stall_timeout_ms":3000,"safe_pose_timeout_ms":15000},
 				"last_state_age_ms":0}`,

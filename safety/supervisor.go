@@ -181,9 +181,14 @@ type Status struct {
 	// milliseconds, present only with have_state.
 	LastStateAge time.Duration `json:"-"`
 	// RobotEStop is the robot's own e-stop circuit, as last reported.
-	RobotEStop bool          `json:"robot_estop"`
-	Active     *ActiveMotion `json:"active,omitempty"`
-	Monitors   MonitorConf   `json:"monitors"`
+	RobotEStop bool `json:"robot_estop"`
+	// HardwareEStop says whether the robot reports an e-stop of its own
+	// (HardwareEStopSource says where from). Without one the bridge's
+	// e-stop is the only one.
+	HardwareEStop       bool          `json:"hardware_estop"`
+	HardwareEStopSource string        `json:"hardware_estop_source,omitempty"`
+	Active              *ActiveMotion `json:"active,omitempty"`
+	Monitors            MonitorConf   `json:"monitors"`
 }
 
 // statusFields is Status without its methods, for its wire type.
@@ -573,6 +578,9 @@ func (s *Supervisor) Status() Status {
 		st.Active = &v
 	}
 	s.mu.Unlock()
+	if s.cfg != nil {
+		st.HardwareEStopSource, st.HardwareEStop = s.cfg.HardwareEStop()
+	}
 	st.LinkUp = s.drv.LinkUp()
 	return st
 }

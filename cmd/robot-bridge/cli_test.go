@@ -127,6 +127,7 @@ func TestCommandHelp_NamesArgumentsAndFlagsAndExits0(t *testing.T) {
 		{"sim", "usage: robot-bridge sim [flags]", []string{"-config FILE", "-listen HOST:PORT", "-log-level LEVEL", "-transport KIND"}},
 		{"check-config", "usage: robot-bridge check-config FILE", nil},
 		{"tools", "usage: robot-bridge tools [flags]", []string{"-config FILE", "-format FORMAT", "-strict"}},
+		{"init", "usage: robot-bridge init [flags]", []string{"-force", "-id ID", "-out FILE", "-ros-master URL", "-timeout DURATION", "-transport KIND"}},
 		{"mcp-stdio", "usage: robot-bridge mcp-stdio [--url URL] [--token-file FILE]", []string{"-log-level LEVEL", "-token-file FILE", "-url URL"}},
 		{"lifecycle", "usage: robot-bridge lifecycle [flags]", []string{"-write FILE"}},
 		{"help", "usage: robot-bridge help [COMMAND]", nil},
