@@ -10,11 +10,11 @@ import (
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
 )
 
-// The tests in this file state what the bridge must answer on top of what
-// this package, hw-configs, transport/ros and safety already do; they fail
-// until actions/ puts the supervisor's GoalWarnings into the task's data
-// and text, and get_safety_status says whether the robot has a hardware
-// e-stop (see the issue 13 report).
+// What the agent is told about a robot bridged from init's config: a goal
+// the robot's move_base reported SUCCEEDED off the requested heading ends
+// succeeded with the bridge's second opinion (the measured error and the
+// tolerance) in the task's data and text, and get_safety_status says the
+// robot has no hardware e-stop.
 
 func TestInit_SucceededOffHeadingIsASuccessThatSaysSo(t *testing.T) {
 	// Given the bridge on init's config (yaw_tolerance_deg 5) and a robot
