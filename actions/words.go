@@ -197,8 +197,8 @@ func recoveringText(safePose string) string {
 func succeededText(done, where string) string { return sentence(done) + " " + now(where) }
 
 // warningText is the bridge's second opinion on a step the robot
-// reported finished: "Warning: heading 27° off the requested 0°, outside
-// the 10° tolerance."
+// reported finished, as in "Warning: heading 27° off the requested 0°,
+// outside the 10° tolerance".
 func warningText(ws []string) string {
 	return "Warning: " + toolerr.Sentence(strings.Join(ws, "; "))
 }
