@@ -433,6 +433,12 @@ func (b *Bridge) ready(context.Context) error {
 	if _, ok := b.drv.Latest(); !ok {
 		return errors.New("no robot state received yet")
 	}
+	// The driver holds a state before the supervisor has taken it in;
+	// until it has, every motion is refused UNAVAILABLE, so the bridge is
+	// not ready yet.
+	if !b.sup.Status().HaveState {
+		return errors.New("the safety supervisor has no robot state yet")
+	}
 	return nil
 }
 
