@@ -60,6 +60,10 @@ fuzz-short: ## run every fuzz target for $(FUZZTIME)
 	  done; \
 	done
 
+.PHONY: schema
+schema: ## regenerate hw-configs/hwconfig.schema.json (the hw-config's JSON Schema for editors) from the Go types
+	$(GO) generate ./hw-configs/
+
 .PHONY: diagram
 diagram: ## regenerate the task lifecycle diagram in ARCHITECTURE.md from the fsm table
 	$(GO) run ./cmd/robot-bridge lifecycle --write ARCHITECTURE.md

@@ -205,7 +205,7 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 	case hasLoc:
 		l, ok := pl.cfg.Locations[loc]
 		if !ok {
-			return nil, toolerr.New(toolerr.NotFound, "There is no location %q (known locations: %s).", loc, fmtList(sortedNames(pl.cfg.Locations))).
+			return nil, toolerr.New(toolerr.NotFound, "There is no location %q (%s).", loc, knownLocations(pl.cfg)).
 				With("field", "location").With("allowed", sortedNames(pl.cfg.Locations))
 		}
 		x, y, thDeg, hasTh = l.X, l.Y, l.ThetaDeg, true
@@ -218,7 +218,7 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 			missing = "y"
 		}
 		return nil, invalid(missing, nil, "x and y in metres (room frame), or a location name",
-			"move_base_to needs both x and y in metres, or a location name (known: %s); %s is missing", fmtList(sortedNames(pl.cfg.Locations)), missing)
+			"move_base_to needs both x and y in metres, or a location name (%s); %s is missing", knownLocations(pl.cfg), missing)
 	}
 	st, have := pl.latest()
 	from := st.Base
@@ -231,42 +231,17 @@ func (pl *planner) moveBase(args map[string]any) (*plan, error) {
 		}
 	}
 	bc := pl.cfg.Base
-	goal2 := goal
-	cmd := robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{
+	// A location may set its own tolerances (a narrow dock, a wide
+	// hall); coordinates use the base's.
+	locName := ""
+	if hasLoc {
+		locName = loc
+	}
+	tol, yawDeg := pl.cfg.GoalTolerance(locName)
+	step := safety.BaseStep("drive to "+goal, robot.BaseGoal{
 		Target: target, IgnoreTheta: !hasTh,
 		MaxLinear: bc.MaxLinearSpeed, MaxAngular: bc.MaxAngularSpeed,
-	}}
-	tol := bc.GoalTolerance
-	if tol <= 0 {
-		tol = hwconfig.DefaultGoalTolerance
-	}
-	yawTol := robot.Radians(bc.YawToleranceDeg)
-	if yawTol <= 0 {
-		yawTol = robot.Radians(hwconfig.DefaultYawToleranceDeg)
-	}
-	step := safety.Step{
-		Name:    "drive to " + goal2,
-		Command: cmd,
-		Done: func(s robot.State) bool {
-			if math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y) > tol+0.005 {
-				return false
-			}
-			if hasTh && math.Abs(robot.NormalizeAngle(target.Theta-s.Base.Theta)) > yawTol+0.005 {
-				return false
-			}
-			return math.Abs(s.Velocity.V) < safety.RestLinear && math.Abs(s.Velocity.W) < safety.RestAngular
-		},
-		Remaining: func(s robot.State) float64 {
-			d := math.Hypot(target.X-s.Base.X, target.Y-s.Base.Y)
-			var e float64
-			if d > tol {
-				e = robot.NormalizeAngle(math.Atan2(target.Y-s.Base.Y, target.X-s.Base.X) - s.Base.Theta)
-			} else if hasTh {
-				e = robot.NormalizeAngle(target.Theta - s.Base.Theta)
-			}
-			return d + 0.2*math.Abs(e)
-		},
-	}
+	}, tol, robot.Radians(yawDeg))
 	// Expected: turn toward the goal, drive, turn to the final heading,
 	// at the controller's usable 90% of the acceleration limits.
 	turn1, turn2 := 0.0, 0.0
@@ -661,4 +636,13 @@ func (pl *planner) safePose(args map[string]any) (*plan, error) {
 			return map[string]any{"pose": name}
 		},
 	}, nil
+}
+
+// knownLocations names the config's locations for a message, or says the
+// robot has none and takes coordinates only.
+func knownLocations(cfg *hwconfig.Config) string {
+	if len(cfg.Locations) == 0 {
+		return "this robot has no named locations, so give x and y"
+	}
+	return "known locations: " + fmtList(sortedNames(cfg.Locations))
 }

@@ -115,3 +115,42 @@ func TestPlan_ArmExpectedFromSlowestJoint(t *testing.T) {
 	// stowed → ready: elbow moves 1.2 rad at 1.0 × 0.5 rad/s, the slowest.
 	require.InDelta(t, (2400*time.Millisecond + armSettle).Seconds(), p.expected.Seconds(), 1e-6)
 }
+
+func TestPlan_MoveBaseUsesTheLocationsOwnTolerance(t *testing.T) {
+	// Given a config whose table has a wide tolerance of its own
+	// (0.4 m, 30°) while the base's is the default
+	pl := newPlanner(t, func(c *hwconfig.Config) {
+		l := c.Locations["table"]
+		l.GoalTolerance, l.YawToleranceDeg = 0.4, 30
+		c.Locations["table"] = l
+	})
+	table := pl.cfg.Locations["table"]
+	// A robot at rest 0.3 m short of the table, 20° off its heading
+	near := robot.State{Base: robot.Pose2D{X: table.X - 0.3, Y: table.Y, Theta: robot.Radians(table.ThetaDeg + 20)}}
+
+	// When move_base_to is planned to the table and to the same point by
+	// coordinates
+	byName, err := pl.plan(context.Background(), ToolMoveBaseTo, map[string]any{"location": "table"})
+	require.NoError(t, err)
+	byXY, err := pl.plan(context.Background(), ToolMoveBaseTo, map[string]any{"x": table.X, "y": table.Y, "theta_deg": table.ThetaDeg})
+	require.NoError(t, err)
+
+	// Then the table's tolerance counts the robot as arrived; the base's
+	// default, used for coordinates, does not
+	require.True(t, byName.steps[0].Done(near), "inside the table's own 0.4 m / 30° tolerance")
+	require.False(t, byXY.steps[0].Done(near), "outside the base's default tolerance")
+}
+
+func TestPlan_NoNamedLocationsSaysCoordinates(t *testing.T) {
+	// Given a robot with no named locations
+	pl := newPlanner(t, func(c *hwconfig.Config) { c.Locations = nil })
+	// When a location or half a coordinate is asked for
+	_, errLoc := pl.plan(context.Background(), ToolMoveBaseTo, map[string]any{"location": "dock"})
+	_, errX := pl.plan(context.Background(), ToolMoveBaseTo, map[string]any{"x": 1.0})
+	// Then both say the robot takes coordinates, never "(known: none)"
+	for _, err := range []error{errLoc, errX} {
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "this robot has no named locations, so give x and y")
+		require.NotContains(t, err.Error(), "none")
+	}
+}
