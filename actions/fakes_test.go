@@ -44,7 +44,7 @@ var _ safety.Driver = (*instantRobot)(nil)
 func newInstantRobot(cfg *hwconfig.Config, clock clockwork.Clock) *instantRobot {
 	d := &instantRobot{cfg: cfg, clock: clock}
 	stowed, _ := cfg.PoseJoints("stowed")
-	d.st = robot.State{Battery: robot.Battery{Percent: 90}}
+	d.st = robot.State{Battery: robot.Battery{Percent: 90, Known: true}}
 	if cfg.Gripper != nil {
 		d.st.Gripper = &robot.Gripper{Opening: cfg.Gripper.MaxOpening}
 	}

@@ -34,7 +34,7 @@ const benchX = 1000.0
 
 // benchState is a state change of the robot as the feed publishes it.
 func benchState(i int) console.RobotView {
-	st := robot.State{Base: robot.Pose2D{X: benchX + float64(i)}, Battery: robot.Battery{Percent: 80}}
+	st := robot.State{Base: robot.Pose2D{X: benchX + float64(i)}, Battery: robot.Battery{Percent: 80, Known: true}}
 	return console.RobotView{State: &st, Summary: "stopped", LinkUp: true, Condition: robot.ConditionStopped, StaleAfterMS: 500}
 }
 

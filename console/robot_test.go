@@ -16,7 +16,7 @@ import (
 
 func restingState() robot.State {
 	return robot.State{
-		Base: robot.Pose2D{X: 1.2, Y: 0.4, Theta: 1.5707963}, Battery: robot.Battery{Percent: 87},
+		Base: robot.Pose2D{X: 1.2, Y: 0.4, Theta: 1.5707963}, Battery: robot.Battery{Percent: 87, Known: true},
 		Gripper: &robot.Gripper{Opening: 0.09},
 	}
 }

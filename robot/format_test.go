@@ -42,7 +42,7 @@ func TestFormat_NoNegativeZero(t *testing.T) {
 // hair below the origin says "(0.00, 0.00) facing 0°".
 func TestSummary_AHairBelowZeroReadsZero(t *testing.T) {
 	// Given a robot at rest at (-0.001, -0.002) facing -0.0001 rad
-	st := State{Base: Pose2D{X: -0.001, Y: -0.002, Theta: -0.0001}, Battery: Battery{Percent: 95}}
+	st := State{Base: Pose2D{X: -0.001, Y: -0.002, Theta: -0.0001}, Battery: Battery{Percent: 95, Known: true}}
 	// When it is described, Then no number carries a minus sign
 	require.Equal(t, "stopped at (0.00, 0.00) facing 0°, battery 95%", st.Summary())
 	require.Equal(t, "last seen at (0.00, 0.00) facing 0° 0.0 s ago", seen(st, 0).LastSeen())

@@ -15,7 +15,7 @@ func TestHub_LatestValueNeverBlocks(t *testing.T) {
 	ch, cancel := h.Subscribe()
 	// Given a subscriber that does not read
 	for i := 1; i <= 5; i++ {
-		h.Publish(State{Battery: Battery{Percent: float64(i)}})
+		h.Publish(State{Battery: Battery{Percent: float64(i), Known: true}})
 	}
 	// Then it finds only the newest state, and the publisher never blocked
 	got := <-ch
@@ -32,7 +32,7 @@ func TestHub_LatestValueNeverBlocks(t *testing.T) {
 
 func TestSummaryAndAngles(t *testing.T) {
 	s := State{
-		Base: Pose2D{X: 1.2, Y: 0.4, Theta: math.Pi / 2}, Battery: Battery{Percent: 87},
+		Base: Pose2D{X: 1.2, Y: 0.4, Theta: math.Pi / 2}, Battery: Battery{Percent: 87, Known: true},
 		Gripper: &Gripper{Holding: "red_cup", Closed: true},
 	}
 	require.Equal(t, "stopped at (1.20, 0.40) facing 90°, holding red_cup, battery 87%", s.Summary())

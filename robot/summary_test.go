@@ -1,6 +1,7 @@
 package robot
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -19,7 +20,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func atRest() State {
 	return State{
-		Base: Pose2D{X: 1.2, Y: 0.4, Theta: 1.5707963}, Battery: Battery{Percent: 87},
+		Base: Pose2D{X: 1.2, Y: 0.4, Theta: 1.5707963}, Battery: Battery{Percent: 87, Known: true},
 		Gripper: &Gripper{Opening: 0.09},
 	}
 }
@@ -204,4 +205,26 @@ func TestFormatAge(t *testing.T) {
 			require.Equal(t, tc.want, FormatAge(tc.d))
 		})
 	}
+}
+
+func TestBattery_UnreportedIsAbsentNeverZero(t *testing.T) {
+	// Given a robot without a battery input, and one that reports 87%
+	none := State{Base: Pose2D{X: 1, Y: 2}}
+	some := State{Base: Pose2D{X: 1, Y: 2}, Battery: Battery{Percent: 87, Known: true}}
+
+	// Then the first says nothing about a battery, in words or in JSON,
+	// instead of "battery 0%"
+	require.NotContains(t, none.Summary(), "battery")
+	raw, err := json.Marshal(none)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), `"battery"`)
+
+	// And the second says its charge, and survives a JSON round trip as known
+	require.Contains(t, some.Summary(), "battery 87%")
+	raw, err = json.Marshal(some)
+	require.NoError(t, err)
+	var back State
+	require.NoError(t, json.Unmarshal(raw, &back))
+	require.True(t, back.Battery.Known)
+	require.InDelta(t, 87.0, back.Battery.Percent, 1e-9)
 }

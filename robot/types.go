@@ -1,6 +1,7 @@
 package robot
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -55,6 +56,26 @@ type Battery struct {
 	Percent  float64 `json:"percent"`
 	Voltage  float64 `json:"voltage"`
 	Charging bool    `json:"charging"`
+	// Known is true once the robot reported its battery. A robot without
+	// a battery input never does: its battery is absent from the state's
+	// JSON and its summary, never "0%".
+	Known bool `json:"-"`
+}
+
+// IsZero reports a battery the robot never reported, so a State leaves
+// it out of its JSON (omitzero).
+func (b Battery) IsZero() bool { return !b.Known }
+
+// UnmarshalJSON reads a reported battery: one present in JSON is known.
+func (b *Battery) UnmarshalJSON(data []byte) error {
+	type plain Battery
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*b = Battery(p)
+	b.Known = true
+	return nil
 }
 
 // Detection is one 2D detection from the robot's camera, in pixels.
@@ -80,7 +101,7 @@ type State struct {
 	// without an arm.
 	Joints  []Joint  `json:"joints,omitempty"`
 	Gripper *Gripper `json:"gripper,omitempty"`
-	Battery Battery  `json:"battery"`
+	Battery Battery  `json:"battery,omitzero"`
 	// EStop is true while the robot's own e-stop circuit is engaged.
 	EStop bool `json:"estop"`
 	// Faults are robot-side fault codes (motor stall, joint stuck, ...).
@@ -168,7 +189,9 @@ func (s State) writeDetails(b *strings.Builder) {
 			b.WriteString(", gripper open")
 		}
 	}
-	fmt.Fprintf(b, ", battery %.0f%%", s.Battery.Percent)
+	if s.Battery.Known {
+		fmt.Fprintf(b, ", battery %.0f%%", s.Battery.Percent)
+	}
 	if s.EStop {
 		b.WriteString(", robot e-stop engaged")
 	}

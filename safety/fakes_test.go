@@ -140,7 +140,7 @@ func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *har
 	h.sup = sup
 	stowed, err := cfg.PoseJoints("stowed")
 	require.NoError(t, err)
-	h.st = robot.State{Battery: robot.Battery{Percent: 90}, Gripper: &robot.Gripper{Opening: 0.09}}
+	h.st = robot.State{Battery: robot.Battery{Percent: 90, Known: true}, Gripper: &robot.Gripper{Opening: 0.09}}
 	for i, n := range cfg.JointNames() {
 		h.st.Joints = append(h.st.Joints, robot.Joint{Name: n, Position: stowed[i]})
 	}

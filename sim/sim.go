@@ -715,7 +715,7 @@ func (s *Sim) State() robot.State {
 			Theta: robot.NormalizeAngle(s.pose.Theta + s.noisePose.Theta),
 		},
 		Velocity: robot.Twist2D{V: s.v, W: s.w},
-		Battery:  robot.Battery{Percent: s.battery, Voltage: 21 + 4.2*s.battery/100},
+		Battery:  robot.Battery{Percent: s.battery, Voltage: 21 + 4.2*s.battery/100, Known: true},
 		EStop:    s.estop,
 		Faults:   s.faultCodes(),
 	}

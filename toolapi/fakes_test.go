@@ -153,7 +153,7 @@ func testState() robot.State {
 		Base:    robot.Pose2D{X: 1.2, Y: 0.4, Theta: 1.5707963},
 		Joints:  []robot.Joint{{Name: "shoulder_yaw"}, {Name: "shoulder_pitch", Position: 1.2}, {Name: "elbow", Position: -2.4}, {Name: "wrist", Position: 1.2}},
 		Gripper: &robot.Gripper{Opening: 0.09},
-		Battery: robot.Battery{Percent: 87},
+		Battery: robot.Battery{Percent: 87, Known: true},
 	}
 }
 

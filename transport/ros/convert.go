@@ -152,6 +152,7 @@ func BatteryFromMsg(m *sensor_msgs.BatteryState) (b robot.Battery, ok bool) {
 		v = 0
 	}
 	return robot.Battery{
+		Known:    true,
 		Percent:  math.Round(pct*1000) / 10,
 		Voltage:  v,
 		Charging: m.PowerSupplyStatus == sensor_msgs.BatteryState_POWER_SUPPLY_STATUS_CHARGING,
