@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,24 +21,13 @@ import (
 // so it behaves as on a fresh machine.
 func runBinary(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ROBOT_BRIDGE_") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		require.NoError(t, err, "run %s %v", bin, args)
-	}
-	return code, out.String(), errOut.String()
+	return runEnv(t, env, bin, args...)
 }
 
 // helpedCommands returns the command names in the "commands:" section of
