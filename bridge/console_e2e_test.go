@@ -45,6 +45,9 @@ func TestE2E_ConsoleInBrowser(t *testing.T) {
 	// --- Sign in ---
 	signInConsole(br, h)
 	br.shot("signed-in")
+	// The simulator has an e-stop of its own, and the header names it.
+	br.poll("the e-stop note", `document.getElementById('app').dataset.hardwareEstop === 'yes'`, 10*time.Second)
+	require.Equal(t, "Hardware e-stop: the simulator's e-stop.", evalJS[string](br, `document.getElementById('estop-source').textContent`))
 	// The token is not kept anywhere script can read, and the session
 	// cookie is HttpOnly.
 	require.False(t, evalJS[bool](br, `document.documentElement.outerHTML.includes(`+q(h.operator)+`)`), "the page must not hold the operator token")

@@ -103,6 +103,18 @@ func TestROS_ThirdPartyRobot(t *testing.T) {
 		require.True(t, strings.HasPrefix(desc["return_to_safe_pose"], "Stop the base and keep it where it is"), desc["return_to_safe_pose"])
 	})
 
+	t.Run("safety status and console say there is no hardware e-stop", func(t *testing.T) {
+		env := h.call("get_safety_status", map[string]any{})
+		require.Contains(t, env["text"], "no hardware e-stop", "%v", env)
+		require.Equal(t, false, env["data"].(map[string]any)["hardware_estop"], "%v", env)
+		br := startBrowser(t)
+		signInConsole(br, h)
+		br.poll("the e-stop note", `document.getElementById('app').dataset.hardwareEstop === 'none'`, 10*time.Second)
+		note := evalJS[string](br, `document.getElementById('estop-source').textContent`)
+		require.Equal(t, "This robot reports no hardware e-stop: the E-STOP button here is the only e-stop.", note)
+		require.True(t, evalJS[bool](br, `(() => { const r = document.getElementById('estop-source').getBoundingClientRect(); return r.width > 0 && r.height > 0; })()`), "the note is on screen")
+	})
+
 	t.Run("a goal the robot completes succeeds", func(t *testing.T) {
 		robot.onNextGoal("succeed")
 		id := startApproved(t, h, "move_base_to", map[string]any{"x": 0.4, "y": 0.2, "theta_deg": 45})

@@ -368,6 +368,20 @@
     $('safety-text').textContent = parts.join(' ');
     $('estop-reset').hidden = !estop;
     $('fault-clear').hidden = !fault;
+    renderEStopSource();
+  }
+
+  // renderEStopSource says which e-stops exist: a robot without a
+  // hardware e-stop of its own (no e-stop topic) has only this console's
+  // E-STOP button and the agent's stop.
+  function renderEStopSource() {
+    const s = model.safety;
+    const n = $('estop-source');
+    if (!s) { n.textContent = ''; delete app.dataset.hardwareEstop; return; }
+    app.dataset.hardwareEstop = s.hardware_estop ? 'yes' : 'none';
+    n.textContent = s.hardware_estop
+      ? 'Hardware e-stop: ' + (s.hardware_estop_source || 'reported by the robot') + '.'
+      : 'This robot reports no hardware e-stop: the E-STOP button here is the only e-stop.';
   }
 
   function renderRobot() {
@@ -820,7 +834,10 @@
       const r = await api('POST', '/estop', { reason: 'e-stop pressed on the operator console' });
       toast(r.text || 'E-stop latched.', true);
     } catch (e) {
-      toast('E-STOP REQUEST FAILED: ' + e.message + ' — use the robot\'s hardware e-stop.', true);
+      const s = model.safety;
+      toast('E-STOP REQUEST FAILED: ' + e.message + (s && !s.hardware_estop
+        ? ' — this robot reports no hardware e-stop: cut its power.'
+        : ' — use the robot\'s hardware e-stop.'), true);
     }
     refreshSafety();
   }
