@@ -20,17 +20,21 @@ const (
 	AwaitingApproval State = "awaiting_approval"
 	Approved         State = "approved"
 	Executing        State = "executing"
-	Succeeded        State = "succeeded"
-	Denied           State = "denied"
-	Expired          State = "expired"
-	Cancelled        State = "cancelled"
-	Failed           State = "failed"
-	Stopping         State = "stopping"
-	Recovering       State = "recovering"
-	Recovered        State = "recovered"
-	Fault            State = "fault"
-	EStopped         State = "estopped"
-	Interrupted      State = "interrupted"
+	// Paused: an operator paused the motion (a protective stop). The
+	// robot is held at rest; the task is live and keeps the robot until
+	// it is resumed, aborted, cancelled or e-stopped.
+	Paused      State = "paused"
+	Succeeded   State = "succeeded"
+	Denied      State = "denied"
+	Expired     State = "expired"
+	Cancelled   State = "cancelled"
+	Failed      State = "failed"
+	Stopping    State = "stopping"
+	Recovering  State = "recovering"
+	Recovered   State = "recovered"
+	Fault       State = "fault"
+	EStopped    State = "estopped"
+	Interrupted State = "interrupted"
 )
 
 // String implements fmt.Stringer.
@@ -45,15 +49,22 @@ func (s State) Terminal() bool {
 	return false
 }
 
-// Motion reports whether the robot may be moving on behalf of a task in s.
+// Motion reports whether a task in s has begun moving the robot and has
+// not finished: the robot may be moving on its behalf, or (Paused) is held
+// at rest in the middle of its motion. A bridge that finds such a task on
+// restart has the robot stopped before it accepts calls again.
 func (s State) Motion() bool {
-	return s == Executing || s == Stopping || s == Recovering
+	return s == Executing || s == Paused || s == Stopping || s == Recovering
 }
+
+// Held reports whether the robot is held at rest on behalf of a task in s
+// (Paused): live, not terminal, and nothing may move for it.
+func (s State) Held() bool { return s == Paused }
 
 // AllStates lists every state in lifecycle order.
 func AllStates() []State {
 	return []State{
-		Requested, AwaitingApproval, Approved, Executing, Succeeded, Denied, Expired,
+		Requested, AwaitingApproval, Approved, Executing, Paused, Succeeded, Denied, Expired,
 		Cancelled, Failed, Stopping, Recovering, Recovered, Fault, EStopped, Interrupted,
 	}
 }
@@ -81,7 +92,10 @@ const (
 	EvDeny          Event = "deny"
 	EvExpire        Event = "expire"
 	// EvCancel before motion ends the task with no motion sent; during
-	// motion it starts stopping the robot.
+	// motion, and while paused, it starts stopping the robot (a paused
+	// robot is already at rest, but the cancel still sends a stop and
+	// waits for a state that confirms rest, so "cancelled" is said of a
+	// robot seen at rest after the cancel).
 	EvCancel Event = "cancel"
 	// EvStart: the first motion command is about to be sent.
 	EvStart Event = "start"
@@ -89,8 +103,17 @@ const (
 	// robot rejected the goal).
 	EvReject  Event = "reject"
 	EvSucceed Event = "succeed"
-	// EvAbort: timeout, failure, limit breach or lost link during motion.
+	// EvAbort: timeout, failure, limit breach or lost link during motion;
+	// from paused also an operator's abort, the pause limit, or a monitor
+	// that tripped while the robot was held. It leads to the same stop
+	// and recovery path either way.
 	EvAbort Event = "abort"
+	// EvPause: an operator paused the motion and the robot was confirmed
+	// at rest (a protective stop).
+	EvPause Event = "pause"
+	// EvResume: an operator resumed a paused task; the gate admitted its
+	// next command from the current pose and it is about to be sent.
+	EvResume Event = "resume"
 	// EvStopConfirmed: after a requested stop (cancel, the stop tool, the
 	// console, a grant that ended) the robot is confirmed stopped; from
 	// recovering it means the stop ended the recovery motion too.
@@ -119,7 +142,7 @@ type Transition struct {
 	Dst   State
 }
 
-var live = []State{Requested, AwaitingApproval, Approved, Executing, Stopping, Recovering}
+var live = []State{Requested, AwaitingApproval, Approved, Executing, Paused, Stopping, Recovering}
 
 // table is the whole lifecycle. Every allowed transition is here and
 // nowhere else.
@@ -130,11 +153,13 @@ var table = []Transition{
 	{EvDeny, []State{AwaitingApproval}, Denied},
 	{EvExpire, []State{AwaitingApproval}, Expired},
 	{EvCancel, []State{Requested, AwaitingApproval, Approved}, Cancelled},
-	{EvCancel, []State{Executing}, Stopping},
+	{EvCancel, []State{Executing, Paused}, Stopping},
 	{EvStart, []State{Approved}, Executing},
 	{EvReject, []State{Requested, Approved}, Failed},
 	{EvSucceed, []State{Executing}, Succeeded},
-	{EvAbort, []State{Executing}, Stopping},
+	{EvAbort, []State{Executing, Paused}, Stopping},
+	{EvPause, []State{Executing}, Paused},
+	{EvResume, []State{Paused}, Executing},
 	{EvStopConfirmed, []State{Stopping, Recovering}, Cancelled},
 	{EvRecover, []State{Stopping}, Recovering},
 	{EvRecovered, []State{Recovering}, Recovered},

@@ -37,6 +37,12 @@ var allowed = []struct {
 	{Executing, EvCancel, Stopping},
 	{Executing, EvEStop, EStopped},
 	{Executing, EvInterrupt, Interrupted},
+	{Executing, EvPause, Paused},
+	{Paused, EvResume, Executing},
+	{Paused, EvAbort, Stopping},
+	{Paused, EvCancel, Stopping},
+	{Paused, EvEStop, EStopped},
+	{Paused, EvInterrupt, Interrupted},
 	{Stopping, EvStopConfirmed, Cancelled},
 	{Stopping, EvRecover, Recovering},
 	{Stopping, EvLatchFault, Fault},
@@ -114,6 +120,18 @@ func TestTransitions_ForbiddenSample(t *testing.T) {
 		{"cancelled is final", Cancelled, EvCancel},
 		{"interrupted is final", Interrupted, EvInterrupt},
 		{"recovered is final", Recovered, EvEStop},
+		{"a paused task never succeeds without resuming", Paused, EvSucceed},
+		{"pause only a moving task", Approved, EvPause},
+		{"no pause of a stopping task", Stopping, EvPause},
+		{"no pause of a recovery", Recovering, EvPause},
+		{"no double pause", Paused, EvPause},
+		{"resume only a paused task", Executing, EvResume},
+		{"a stopping task is not resumed", Stopping, EvResume},
+		{"a cancelled task is not resumed", Cancelled, EvResume},
+		{"a fault is not resumed", Fault, EvResume},
+		{"a paused task does not recover without stopping", Paused, EvRecover},
+		{"a paused task does not latch a fault without stopping", Paused, EvLatchFault},
+		{"a paused task is not rejected", Paused, EvReject},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,5 +184,25 @@ func TestMermaid_GeneratedFromTable(t *testing.T) {
 	require.Contains(t, d, "stateDiagram")
 	for _, a := range allowed {
 		require.Contains(t, d, fmt.Sprintf("%s --> %s: %s", a.from, a.to, a.event))
+	}
+}
+
+func TestStates_PausedIsLiveHeldAndInMotion(t *testing.T) {
+	// Given the paused state
+	// Then it is live (not terminal), counted as a motion under way (a
+	// restart has the robot stopped and interrupts it), held at rest, and
+	// the only held state
+	require.False(t, Paused.Terminal())
+	require.True(t, Paused.Motion())
+	require.True(t, Paused.Held())
+	for _, s := range AllStates() {
+		if s != Paused {
+			require.False(t, s.Held(), "%s", s)
+		}
+	}
+	for _, e := range []Event{EvEStop, EvInterrupt} {
+		next, ok := Next(Paused, e)
+		require.True(t, ok, "%s must end a paused task", e)
+		require.True(t, next.Terminal())
 	}
 }
