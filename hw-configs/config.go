@@ -567,6 +567,11 @@ type SafetyConf struct {
 	ApprovalTTL Duration `yaml:"approval_ttl" jsonschema:"required"`
 	// MaxGrantTTL caps a scoped grant's lifetime (optional). It defaults to 30m.
 	MaxGrantTTL Duration `yaml:"max_grant_ttl,omitempty"`
+	// MaxPause bounds how long an operator's pause may hold a task
+	// (optional): a task paused for longer ends safely, through the same
+	// stop and recovery path as a failed motion. It defaults to 5m; it
+	// must be positive.
+	MaxPause Duration `yaml:"max_pause,omitempty"`
 	// AfterCrash is what a bridge that finds it was not shut down cleanly
 	// (killed, crashed, power lost) does at start (optional): latch_fault,
 	// the default, comes up with a latched fault "the bridge restarted

@@ -19,6 +19,7 @@ const (
 	DefaultCameraRateHz    = 5.0
 	DefaultControlPeriod   = 20 * time.Millisecond
 	DefaultMaxGrantTTL     = 30 * time.Minute
+	DefaultMaxPause        = 5 * time.Minute
 	DefaultForgetAfter     = 5 * time.Minute
 	DefaultNMSIoU          = 0.5
 	DefaultMaxObjects      = 8
@@ -101,6 +102,7 @@ func (c *Config) ApplyDefaults() {
 	s := &c.Safety
 	setD(&s.ControlPeriod, DefaultControlPeriod)
 	setD(&s.MaxGrantTTL, DefaultMaxGrantTTL)
+	setD(&s.MaxPause, DefaultMaxPause)
 
 	p := &c.Perception
 	setD(&p.ForgetAfter, DefaultForgetAfter)

@@ -38,6 +38,7 @@ func TestApplyDefaults_FillsEveryDocumentedDefault(t *testing.T) {
 	require.InDelta(t, 5.0, c.Camera.RateHz, 1e-12)
 	require.Equal(t, 20*time.Millisecond, c.Safety.ControlPeriod.D())
 	require.Equal(t, 30*time.Minute, c.Safety.MaxGrantTTL.D())
+	require.Equal(t, 5*time.Minute, c.Safety.MaxPause.D())
 	require.Equal(t, 5*time.Minute, c.Perception.ForgetAfter.D())
 	require.InDelta(t, 0.5, c.Perception.NMSIoU, 1e-12)
 	require.Equal(t, 8, c.Perception.MaxObjects)

@@ -809,6 +809,7 @@ func (v *validator) safety() {
 	v.requiredDuration("safety.approval_ttl", s.ApprovalTTL)
 	v.requiredDuration("safety.control_period", s.ControlPeriod)
 	v.requiredDuration("safety.max_grant_ttl", s.MaxGrantTTL)
+	v.requiredDuration("safety.max_pause", s.MaxPause)
 	if s.ControlPeriod > 0 && s.StateTimeout > 0 && s.ControlPeriod >= s.StateTimeout {
 		v.p.add("safety.control_period", s.ControlPeriod.String(),
 			fmt.Sprintf("< safety.state_timeout (%s), so a lost link is noticed in time", s.StateTimeout),
