@@ -80,14 +80,25 @@ func (s *Service) Authorize(u safety.Use) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, err := s.check(g, u, now); err != nil {
+		s.mu.Unlock()
 		return err
 	}
+	var used *Grant
 	if g.b == nil {
-		g.boundTask, g.started = u.TaskID, true
+		if !g.started {
+			g.boundTask, g.started = u.TaskID, true
+			snap := g.snapshot(now)
+			used = &snap
+		}
 	} else if u.TaskID != "" {
 		g.tasks[u.TaskID] = u.ArgsHash
+	}
+	s.mu.Unlock()
+	// The grant is used from its task's start: say so at once, so a list
+	// of active grants (the console's) drops it. The hub never blocks.
+	if used != nil {
+		s.publish(Event{Type: EventGrantUsed, Time: now, Grant: used})
 	}
 	return nil
 }

@@ -183,6 +183,9 @@ const (
 	EventGrantCreated      EventType = "grant.created"
 	EventGrantRevoked      EventType = "grant.revoked"
 	EventGrantExpired      EventType = "grant.expired"
+	// EventGrantUsed: an approve-once grant's task started, so the grant
+	// authorizes nothing new from now on (status used).
+	EventGrantUsed EventType = "grant.used"
 )
 
 // String implements fmt.Stringer.
