@@ -45,12 +45,24 @@ type TaskView struct {
 	// Error is set for every task that ended other than succeeded, and
 	// says what recovery did and where the robot is now.
 	Error *toolerr.Error `json:"-"`
+	// Paused is set while an operator's pause holds the task (status
+	// paused), nil otherwise.
+	Paused *PauseView `json:"paused,omitempty"`
 	// ApprovalID is the operator approval request, if one was made.
 	ApprovalID string    `json:"approval_id,omitempty"`
 	SessionID  string    `json:"session_id,omitempty"`
 	Principal  string    `json:"requested_by,omitempty"`
 	CreatedAt  time.Time `json:"created_at,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at,omitzero"`
+}
+
+// PauseView is an operator's pause of a task: who, why, since when, and
+// when the pause limit (safety.max_pause) ends the task.
+type PauseView struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	EndsAt time.Time `json:"ends_at"`
 }
 
 // Terminal reports whether the task has ended.

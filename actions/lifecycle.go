@@ -104,12 +104,34 @@ func (r *Runner) execute(t *task) {
 					}
 					_ = r.fire(t, fsm.EvCancel, trOpts{by: by, reason: tr.Detail, mutate: func(t *task) {
 						t.text = stoppingText(tr, by)
+						t.paused = nil
+					}})
+				case safety.TripAborted:
+					_ = r.fire(t, fsm.EvAbort, trOpts{by: tr.By, reason: tr.Detail, mutate: func(t *task) {
+						t.text = stoppingText(tr, tr.By)
+						t.paused = nil
 					}})
 				default:
 					_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: string(tr.Kind) + ": " + tr.Detail, mutate: func(t *task) {
 						t.text = stoppingText(tr, "supervisor")
+						t.paused = nil
 					}})
 				}
+			},
+			Paused: func(pi safety.PauseInfo) {
+				pv := &PauseView{By: pi.By, Reason: pi.Reason, Since: pi.Since, EndsAt: pi.EndsAt}
+				_ = r.fire(t, fsm.EvPause, trOpts{by: pi.By, reason: pi.Reason, mutate: func(t *task) {
+					t.paused, t.pauseStep = pv, pi.Step
+					t.text = pausedText(pi.Reason, pi.By, pi.EndsAt)
+					t.progress.Text = progressPaused
+				}})
+			},
+			BeforeResume: func(by string) error {
+				return r.fire(t, fsm.EvResume, trOpts{by: by, reason: "resumed by " + by, mustRecord: true, mutate: func(t *task) {
+					t.paused = nil
+					t.text = resumedText(by, t.plan.describe(t.pauseStep))
+					t.progress.Text = t.plan.describe(t.pauseStep)
+				}})
 			},
 			BeforeRecovery: func() error {
 				name, _ := r.sup.SafePose()
@@ -208,7 +230,7 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 		e := failureError(t.req.Tool, out, where)
 		_ = r.fire(t, fsm.EvRecovered, trOpts{by: "supervisor", reason: out.Recovery.Text, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	case safety.OutcomeFault:
-		if t.m.State() == fsm.Executing {
+		if st := t.m.State(); st == fsm.Executing || st == fsm.Paused {
 			_ = r.fire(t, fsm.EvAbort, trOpts{by: "supervisor", reason: out.FaultReason})
 		}
 		e := failureError(t.req.Tool, out, where)

@@ -140,6 +140,8 @@ type task struct {
 	changed    chan struct{}
 	stepStart  []float64
 	cancelBy   string
+	paused     *PauseView
+	pauseStep  int
 }
 
 // NewRunner validates conf and returns a runner.
@@ -194,6 +196,10 @@ func (r *Runner) viewLocked(t *task) TaskView {
 	}
 	if t.result != nil {
 		v.Result = cloneArgs(t.result)
+	}
+	if t.paused != nil {
+		p := *t.paused
+		v.Paused = &p
 	}
 	if t.err != nil {
 		e := *t.err

@@ -108,6 +108,8 @@ func StatusWords(s fsm.State) string {
 		return "is approved and about to start"
 	case fsm.Executing:
 		return "is moving the robot"
+	case fsm.Paused:
+		return "is paused by an operator, with the robot held at rest"
 	case fsm.Stopping:
 		return "is stopping the robot"
 	case fsm.Recovering:
@@ -190,6 +192,19 @@ func stoppingText(tr safety.Trip, by string) string {
 	return sentence("stopping the robot: " + toolerr.Clause(tr.Detail))
 }
 
+// pausedText is the text of a task an operator paused: the words the
+// agent's envelope carries ("paused by the operator: <reason>"), then what
+// holds now and what ends it.
+func pausedText(reason, by string, endsAt time.Time) string {
+	return sentence("paused by the operator: "+toolerr.Clause(orNone(reason))) + " " +
+		sentence(operatorName(by)+" stopped the robot and it is held at rest until an operator resumes or aborts the task; if neither happens, the task ends by itself at "+clockTime(endsAt)+" (do not retry the motion)")
+}
+
+// resumedText is the text of a paused task an operator resumed.
+func resumedText(by, doing string) string {
+	return sentence("resumed by " + operatorName(by) + ": " + doing)
+}
+
 func recoveringText(safePose string) string {
 	return sentence("stopped; returning the arm to " + safePose)
 }
@@ -217,6 +232,7 @@ func progressText(doing string, toGo float64, hasTarget bool, fraction float64) 
 const (
 	progressFinished = "finished"
 	progressStopSent = "stop sent"
+	progressPaused   = "paused, robot held at rest"
 )
 
 // --- a task's end ---
@@ -246,6 +262,14 @@ func failureError(tool string, out safety.Outcome, where string) *toolerr.Error 
 		what = "was interrupted"
 	}
 	first := tool + " " + what + ": " + detail + "; " + stopWords(out.StopConfirmed)
+	if out.Trip != nil && out.Trip.Kind == safety.TripAborted {
+		// "move_base_to was aborted by operator alice (…)", not "failed:
+		// aborted by".
+		first = tool + " was " + detail + "; " + stopWords(out.StopConfirmed)
+	}
+	if out.Trip != nil && out.Trip.Kind == safety.TripPauseLimit {
+		first = tool + " ended: it was " + detail + "; " + stopWords(out.StopConfirmed)
+	}
 	if out.Recovery.Text != "" {
 		first += "; " + toolerr.Clause(out.Recovery.Text)
 	}

@@ -24,6 +24,9 @@ type Authorization struct {
 	// recovery marks the supervisor's own return to the safe pose; only
 	// this package can set it, so no caller can claim pre-authorization.
 	recovery bool
+	// resume marks the command that resumes a paused task (sendResume):
+	// the pause's hold is the one check it skips.
+	resume bool
 }
 
 // admit runs every check of the gate, in order, without sending: shut
@@ -33,6 +36,7 @@ func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	s.mu.Lock()
 	estop, fault, last, have, lastAt, closed := s.estop, s.fault, s.last, s.haveState, s.lastAt, s.closed
 	stopped, isStopped := s.stopRequestedLocked(a.TaskID)
+	hold, isHeld := s.holdReq[a.TaskID]
 	s.mu.Unlock()
 	if closed {
 		return toolerr.New(toolerr.Unavailable, "the safety supervisor has shut down; nothing was sent").Wrap(ErrNotStarted)
@@ -42,6 +46,11 @@ func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	}
 	if isStopped {
 		return stopRefusal(stopped)
+	}
+	// A paused task sends nothing until it is resumed, an aborted one
+	// nothing at all; only the supervisor's own recovery passes an abort.
+	if isHeld && a.TaskID != "" && !a.recovery && (hold.kind == holdAbort || !a.resume) {
+		return hold.refusal(a.TaskID)
 	}
 	if !s.drv.LinkUp() {
 		return unavailable("the robot link is down", s.set.stateTimeout*2)
@@ -131,6 +140,9 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	}
 	if before != nil {
 		if err := before(); err != nil {
+			if errors.Is(err, ErrAborted) {
+				return err
+			}
 			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)
 		}
 	}
@@ -151,7 +163,7 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	// A stop, e-stop or shutdown requested while the command was on its
 	// way may have reached the robot before it: follow it with a stop,
 	// right now, so the stop is the last thing the robot received.
-	if why := s.stoppedSinceAdmit(a.TaskID); why != "" {
+	if why := s.stoppedSinceAdmit(a); why != "" {
 		start := s.clock.Now()
 		serr := s.stopNow(ctx)
 		s.emit(Event{Kind: EventStopSent, At: start, TaskID: a.TaskID, By: "supervisor", Reason: why + " while a command was being sent; stopped again after it", Latency: s.clock.Since(start), Err: serr})
@@ -162,17 +174,22 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	return nil
 }
 
-// stoppedSinceAdmit says why the command of taskID that the gate just sent
+// stoppedSinceAdmit says why the command of a that the gate just sent
 // must be followed by a stop ("" when nothing asked for one): it was
 // admitted, so whatever is set now was set while it was on its way.
-func (s *Supervisor) stoppedSinceAdmit(taskID string) string {
+func (s *Supervisor) stoppedSinceAdmit(a Authorization) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch _, stopped := s.stopRequestedLocked(taskID); {
+	h, held := s.holdReq[a.TaskID]
+	switch _, stopped := s.stopRequestedLocked(a.TaskID); {
 	case s.estop.Active:
 		return "the e-stop latched"
 	case stopped:
 		return "a stop was requested"
+	case held && a.TaskID != "" && !a.recovery && h.kind == holdPause:
+		return "an operator paused the task"
+	case held && a.TaskID != "" && !a.recovery:
+		return "an operator aborted the task"
 	case s.closed:
 		return "the bridge began shutting down"
 	}

@@ -175,6 +175,14 @@ type Hooks struct {
 	// BeforeRecovery runs before the first recovery command is sent; an
 	// error means no recovery motion and a latched fault.
 	BeforeRecovery func() error
+	// Paused runs once an operator's pause has stopped the robot and it
+	// is confirmed at rest, before PauseTask returns.
+	Paused func(PauseInfo)
+	// BeforeResume runs once the gate has admitted the command that
+	// resumes a paused motion and before it is sent; an error means
+	// nothing is sent and the motion stays paused. Like BeforeStart it
+	// runs under the gate's lock.
+	BeforeResume func(by string) error
 }
 
 // Motion is one supervised motion of a task.
@@ -294,6 +302,12 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 		s.mu.Unlock()
 		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.Unavailable, "the safety supervisor is not running").Wrap(ErrNotStarted)}
 	}
+	if s.active != nil && s.active.view.Phase == PhasePaused {
+		other := s.active.view
+		s.mu.Unlock()
+		return Outcome{Kind: OutcomeRejected, Err: toolerr.New(toolerr.RobotBusy, "task %s (%s) is paused by an operator and holds the robot until it is resumed or ends", other.TaskID, other.Tool).
+			Wrap(ErrBusy).With("task_id", other.TaskID).With("tool", other.Tool)}
+	}
 	if s.active != nil {
 		other := s.active.view
 		s.mu.Unlock()
@@ -312,6 +326,7 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 		view:    ActiveMotion{TaskID: m.Auth.TaskID, Tool: m.Auth.Tool, Phase: PhaseExecuting, Since: s.clock.Now()},
 		grantID: m.Auth.GrantID,
 		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
+		pauseCh: make(chan *pauseCall, 1), resumeCh: make(chan *resumeCall, 1), abortCh: make(chan abortCall, 1),
 	}
 	s.active = a
 	sctx := s.ctx
@@ -320,8 +335,12 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 		s.mu.Lock()
 		s.active = nil
 		// Execute runs once per task, so once it returns no command of
-		// the task can reach the gate again: its stop request has served.
+		// the task can reach the gate again: its stop request has served,
+		// and so has a pause or abort; one the loop never took is told so.
 		delete(s.stopReq, m.Auth.TaskID)
+		delete(s.holdReq, m.Auth.TaskID)
+		a.paused = nil
+		a.drainLocked(notHeld(m.Auth.TaskID, "finished its motion before the request took effect").Wrap(ErrMotionEnded))
 		s.mu.Unlock()
 	}()
 	r := &run{s: s, a: a, sctx: sctx}
@@ -351,9 +370,20 @@ func (r *run) busy() {
 	r.s.mu.Unlock()
 }
 
+// setPhase moves the motion to p. Leaving execution (stopping,
+// recovering) answers any pause, resume or abort the loop has not taken:
+// the motion is ending by itself, and a pause's hold must not refuse the
+// supervisor's recovery (an abort's never does).
 func (r *run) setPhase(p Phase) {
 	r.s.mu.Lock()
 	r.a.view.Phase = p
+	if p == PhaseStopping || p == PhaseRecovering {
+		r.a.paused = nil
+		if h, ok := r.s.holdReq[r.a.view.TaskID]; ok && h.kind == holdPause {
+			delete(r.s.holdReq, r.a.view.TaskID)
+		}
+		r.a.drainLocked(notHeld(r.a.view.TaskID, "is already "+string(p)).Wrap(ErrMotionEnded))
+	}
 	r.s.mu.Unlock()
 }
 
@@ -364,7 +394,8 @@ func (r *run) execute(ctx context.Context, m Motion) Outcome {
 }
 
 func (r *run) execute1(ctx context.Context, m Motion) Outcome {
-	trip, done, err := r.supervise(ctx, m.Auth, m.Steps, m.Deadline, m.Hooks.BeforeStart, m.Hooks.Progress, false)
+	hooks := m.Hooks
+	trip, done, err := r.supervise(ctx, m.Auth, m.Steps, m.Deadline, &hooks, false)
 	if err != nil {
 		st, _, _ := r.s.Latest()
 		out := Outcome{Kind: OutcomeRejected, Err: err, State: st}
@@ -388,7 +419,12 @@ func (r *run) execute1(ctx context.Context, m Motion) Outcome {
 		out.State, _, _ = r.s.Latest()
 		return out
 	}
-	out.StopConfirmed = r.waitStopped(trip.At)
+	if trip.Kind == TripPauseUnconfirmed {
+		// The pause waited the whole stop timeout already.
+		out.StopConfirmed = false
+	} else {
+		out.StopConfirmed = r.waitStopped(trip.At)
+	}
 	out.State, _, _ = r.s.Latest()
 	req, stopReq := r.stopRequest(trip)
 	switch {
@@ -408,6 +444,12 @@ func (r *run) execute1(ctx context.Context, m Motion) Outcome {
 			out.Recovery.Text = "no recovery motion: " + req.detail() + " before recovery began"
 		}
 		return r.cancelled(out, m.Auth.TaskID, req)
+	case trip.Kind == TripPauseUnconfirmed:
+		return r.fault(out, m.Auth.TaskID, trip.Detail)
+	case trip.Kind == TripMovedWhilePaused:
+		// Something other than the bridge moved a held robot: nothing
+		// may move it again until an operator has looked.
+		return r.fault(out, m.Auth.TaskID, trip.Detail)
 	case !out.StopConfirmed:
 		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, robot.FormatAge(r.s.set.stopTimeout)))
 	case !r.s.set.preauthorized:
@@ -497,7 +539,7 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 	out.Recovery.Attempted = true
 	s.emit(Event{Kind: EventRecoveryStarted, TaskID: m.Auth.TaskID, By: "supervisor", Reason: out.Trip.Detail})
 	auth := Authorization{TaskID: m.Auth.TaskID, Tool: "recovery", recovery: true}
-	trip, _, err := r.supervise(ctx, auth, steps, s.set.safePoseTimeout, nil, nil, true)
+	trip, _, err := r.supervise(ctx, auth, steps, s.set.safePoseTimeout, nil, true)
 	if err == nil && trip == nil {
 		out.Kind = OutcomeRecovered
 		out.Recovery.Succeeded = true
@@ -563,9 +605,16 @@ func (s *Supervisor) eStopped() bool {
 // retryUnavailable a refusal for a down link is retried every period until
 // the deadline (recovery waits for a link that dropped).
 func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, deadline time.Duration,
-	beforeStart func() error, progress func(int, robot.State), retryUnavailable bool,
+	hooks *Hooks, retryUnavailable bool,
 ) (*Trip, int, error) {
 	s := r.s
+	// hooks is nil for the supervisor's own recovery, which is never
+	// paused (PauseTask refuses a motion that is not executing).
+	var beforeStart func() error
+	var progress func(int, robot.State)
+	if hooks != nil {
+		beforeStart, progress = hooks.BeforeStart, hooks.Progress
+	}
 	period := s.set.controlPeriod
 	timer := s.clock.NewTimer(period)
 	defer timer.Stop()
@@ -581,8 +630,12 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		}
 		return t
 	}
+	// pending is an operator's pause that wait took; the step loop holds
+	// the motion on it.
+	var pending *pauseCall
 	// wait blocks until the next control-period tick (tick true), a new
-	// state or latch change, or the end of the motion (a trip).
+	// state or latch change, a pause (pending), or the end of the motion
+	// (a trip).
 	wait := func() (bool, *Trip) {
 		// Re-arm only now, after all processing of the last tick, so a
 		// fake clock's waiter count shows when the loop is idle again.
@@ -607,6 +660,13 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			return false, t
 		case <-r.sctx.Done():
 			return false, mkTrip(TripShutdown, 0, "the bridge is shutting down", nil)
+		case pc := <-r.a.pauseCh:
+			pending = pc
+			return false, nil
+		case ab := <-r.a.abortCh:
+			t := mkTrip(TripAborted, 0, abortDetail(ab.by, ab.reason), nil)
+			t.By = ab.by
+			return false, t
 		}
 	}
 	reporter, _ := s.drv.(GoalReporter)
@@ -621,6 +681,7 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		if cmd.ID == "" {
 			cmd.ID = s.commandID(auth)
 		}
+	send:
 		for {
 			// A robot that does not accept a goal within the state timeout
 			// is treated as failed: monitoring pauses while Send waits.
@@ -647,6 +708,23 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				continue
 			case i == 0:
 				return nil, 0, err
+			case errors.Is(err, ErrAborted):
+				return r.trip(mkTrip(TripAborted, i, toolerr.As(err).Message, err)), i, nil
+			case errors.Is(err, ErrPaused):
+				// Paused between two steps: the loop takes the pause and
+				// holds before this step's command is sent.
+				pc := r.takePause()
+				if pc == nil {
+					return r.trip(mkTrip(TripDriverError, i, "the gate refused "+step.Name+": "+toolerr.As(err).Message, err)), i, nil
+				}
+				c, t := r.hold(ctx, pc, auth, step, i, hooksOf(hooks), mkTrip)
+				if t != nil {
+					return t, i, nil
+				}
+				// Resumed: the step's command has been sent, and the
+				// deadline counts from now.
+				cmd, start = c, s.clock.Now()
+				break send
 			case errors.Is(err, ErrEStopActive):
 				return r.trip(mkTrip(TripEStop, i, "the e-stop is latched", err)), i, nil
 			case errors.Is(err, ErrLinkDown):
@@ -737,6 +815,22 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				t.StepName = step.Name
 				return r.trip(t), i, nil
 			}
+			if pending != nil {
+				// Paused: hold until a resume sends the step's command
+				// again; its monitors then start afresh — the deadline,
+				// the stall timer and the controller's verdict.
+				pc := pending
+				pending = nil
+				c, t := r.hold(ctx, pc, auth, step, i, hooksOf(hooks), mkTrip)
+				if t != nil {
+					return t, i, nil
+				}
+				cmd, start = c, s.clock.Now()
+				stepStart = start
+				best, lastProgress = math.Inf(1), start
+				finished, finishedText, finishedAt = false, "", time.Time{}
+				continue
+			}
 			// Keep the robot's command watchdog fed while we supervise.
 			if tick {
 				if err := s.drv.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -749,6 +843,26 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 		}
 	}
 	return nil, len(steps), nil
+}
+
+// hooksOf is *h, or no hooks for the supervisor's own recovery.
+func hooksOf(h *Hooks) Hooks {
+	if h == nil {
+		return Hooks{}
+	}
+	return *h
+}
+
+// takePause takes the pause whose hold made the gate refuse a step's
+// command: PauseTask hands it to the loop together with the hold, so it
+// is there (nil only if that ever failed to hold).
+func (r *run) takePause() *pauseCall {
+	select {
+	case pc := <-r.a.pauseCh:
+		return pc
+	default:
+		return nil
+	}
 }
 
 // misses is the second opinion on a step whose Done does not hold: its
@@ -877,7 +991,7 @@ func (r *run) trip(t *Trip) *Trip {
 		}
 	}
 	s.log.Warn("monitor tripped", "task", r.a.view.TaskID, "monitor", t.Kind, "detail", t.Detail, "stop_latency", lat, "stop_err", err)
-	if t.Kind != TripCancelled && t.Kind != TripShutdown {
+	if t.Kind != TripCancelled && t.Kind != TripShutdown && t.Kind != TripAborted {
 		s.emit(Event{Kind: EventMonitorTripped, At: detected, TaskID: r.a.view.TaskID, Monitor: t.Kind, Reason: t.Detail, Err: t.Err})
 	}
 	s.emit(Event{Kind: EventStopSent, At: detected, TaskID: r.a.view.TaskID, By: "supervisor", Monitor: t.Kind, Reason: t.Detail, Latency: lat, Err: err})

@@ -61,6 +61,7 @@ type settings struct {
 	safePose        []float64
 	safePoseName    string
 	stopTimeout     time.Duration
+	maxPause        time.Duration
 	jointTol        float64
 	breachTol       float64
 }
@@ -255,6 +256,9 @@ type Supervisor struct {
 	// stopReq holds the tasks whose stop was requested; the gate refuses
 	// their commands. Written under sendMu and mu, read under mu.
 	stopReq map[string]StopRequest
+	// holdReq holds the tasks an operator paused or aborted; the gate
+	// refuses their commands (pause.go). Guarded by mu.
+	holdReq map[string]holdRequest
 	// latchGen counts e-stop and fault latches; guarded by mu.
 	latchGen   uint64
 	running    bool // guarded by mu
@@ -283,6 +287,18 @@ type activeMotion struct {
 	// timer fires next. Both guarded by the supervisor's mu.
 	blocked  bool
 	nextTick time.Time
+	// pauseCh, resumeCh and abortCh carry an operator's pause, resume and
+	// abort to the motion loop; each has room for one request, and the
+	// hold (holdReq, resuming) admits at most one at a time. Sent under
+	// the supervisor's mu.
+	pauseCh  chan *pauseCall
+	resumeCh chan *resumeCall
+	abortCh  chan abortCall
+	// paused is the pause holding the motion (nil when it is not paused);
+	// resuming is true while a resume is being taken. Both guarded by the
+	// supervisor's mu.
+	paused   *PauseInfo
+	resuming bool
 }
 
 // requestStop ends the motion on behalf of r (first request wins).
@@ -327,7 +343,7 @@ func New(conf Conf) (*Supervisor, error) {
 		cfg: conf.Config, drv: conf.Driver, grants: conf.Grants, clock: conf.Clock,
 		log:    conf.Logger.With("component", "safety"),
 		limits: lim, set: set, done: make(chan struct{}),
-		stopCtxDur: time.Second, stopReq: map[string]StopRequest{},
+		stopCtxDur: time.Second, stopReq: map[string]StopRequest{}, holdReq: map[string]holdRequest{},
 	}
 	if conf.Observer != nil {
 		s.observers = append(s.observers, &observerEntry{conf.Observer})
@@ -345,7 +361,11 @@ func effective(c *hwconfig.Config) (settings, error) {
 		gripperOpen:     c.SafePose.Gripper == "open",
 		preauthorized:   c.SafePose.Preauthorized,
 		safePoseName:    c.SafePose.Arm,
+		maxPause:        c.Safety.MaxPause.D(),
 		jointTol:        JointTolerance,
+	}
+	if st.maxPause <= 0 {
+		st.maxPause = DefaultMaxPause
 	}
 	if st.controlPeriod <= 0 {
 		st.controlPeriod = DefaultControlPeriod
