@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,8 +24,14 @@ type AuditEntry struct {
 	Kind string `json:"kind"`
 	// By names who caused it, when known.
 	By string `json:"by,omitempty"`
-	// Text says it in words.
+	// TaskID is the task the entry is about, when there is one.
+	TaskID string `json:"task_id,omitempty"`
+	// Robot is the robot the entry is about.
+	Robot string `json:"robot,omitempty"`
+	// Text says it in words, one line of a log book.
 	Text string `json:"text"`
+	// Raw is the record as stored, shown on demand.
+	Raw json.RawMessage `json:"raw,omitempty"`
 }
 
 // AuditFunc returns the newest audit entries, newest first, at most limit.
@@ -141,7 +148,8 @@ func Describe(e events.Event) AuditEntry {
 	case actions.TaskView:
 		a.Kind = "task." + string(d.Status)
 		a.By = d.Principal
-		a.Text = fmt.Sprintf("task %s (%s) is %s", d.ID, d.Tool, strings.ReplaceAll(string(d.Status), "_", " "))
+		a.TaskID = d.ID
+		a.Text = fmt.Sprintf("task %s (%s) %s", d.ID, d.Tool, taskWords(string(d.Status)))
 		if d.Text != "" {
 			a.Text += ": " + d.Text
 		}
@@ -149,6 +157,9 @@ func Describe(e events.Event) AuditEntry {
 		// Safety events arrive as maps (see the bridge's safetyEventData).
 		if k, ok := d["kind"]; ok {
 			a.Kind = fmt.Sprint(k)
+		}
+		if id, ok := d["task_id"].(string); ok {
+			a.TaskID = id
 		}
 		if by, ok := d["by"].(string); ok {
 			a.By = by
@@ -176,6 +187,7 @@ func describeApproval(a *AuditEntry, d approval.Event) {
 	switch {
 	case d.Approval != nil:
 		ap := d.Approval
+		a.TaskID = ap.TaskID
 		switch d.Type {
 		case approval.EventApprovalCreated:
 			a.By = ap.RequestedBy
@@ -209,4 +221,181 @@ func orUnknown(s string) string {
 		return "someone"
 	}
 	return s
+}
+
+// Record is one durable audit record (store.AuditRecord's fields), the
+// input of LogLine.
+type Record struct {
+	Seq     int64
+	At      time.Time
+	Type    string
+	Actor   string
+	TaskID  string
+	Subject string
+	Summary string
+	Reason  string
+	Details json.RawMessage
+	// Raw is the whole record as JSON, kept for the page's "raw record".
+	Raw json.RawMessage
+}
+
+// LogLine turns a durable audit record into a log-book line for robot:
+// who did what to which task, in words ("operator approved move_base_to →
+// move the base 1.1 m to (1.00, 0.50) for task t-…"), with the reason
+// verbatim. Records it has no words for keep their summary.
+func LogLine(r Record, robotID string) AuditEntry {
+	a := AuditEntry{
+		Seq: uint64(max(r.Seq, 0)), Time: r.At, Type: auditType(r.Type), Kind: r.Type,
+		By: r.Actor, TaskID: r.TaskID, Robot: robotID, Raw: r.Raw,
+	}
+	var det map[string]any
+	_ = json.Unmarshal(r.Details, &det) // absent or not an object: no details
+	str := func(k string) string { s, _ := det[k].(string); return s }
+	who := orUnknown(r.Actor)
+	forTask := ""
+	if r.TaskID != "" {
+		forTask = " for task " + r.TaskID
+	}
+	family, ev, _ := strings.Cut(r.Type, ".")
+	switch family {
+	case "approval":
+		tool, preview := str("tool"), str("preview")
+		what := tool
+		if preview != "" {
+			what += " → " + preview
+		}
+		switch ev {
+		case "created":
+			a.Text = fmt.Sprintf("%s asked for %s%s", who, what, forTask)
+		case "approved":
+			a.Text = fmt.Sprintf("%s approved %s%s", who, what, forTask)
+			if g := str("grant_id"); g != "" && strings.Contains(r.Summary, "grant") {
+				a.Text += " (grant " + g + ")"
+			}
+		case "denied":
+			a.Text = fmt.Sprintf("%s denied %s%s", who, what, forTask)
+		case "expired":
+			a.Text = fmt.Sprintf("nobody decided on %s in time; the request expired%s", what, forTask)
+		case "cancelled":
+			a.Text = fmt.Sprintf("the request for %s was withdrawn%s", what, forTask)
+		}
+	case "grant":
+		desc, kind := str("description"), str("kind")
+		switch ev {
+		case "created":
+			a.Text = fmt.Sprintf("%s made a %s grant: %s (grant %s)", who, kind, desc, r.Subject)
+		case "revoked":
+			a.Text = fmt.Sprintf("%s revoked the %s grant: %s (grant %s)", who, kind, desc, r.Subject)
+		case "expired":
+			a.Text = fmt.Sprintf("the %s grant ran out: %s (grant %s)", kind, desc, r.Subject)
+		case "used":
+			a.Text = fmt.Sprintf("the approve-once grant %s was used%s", r.Subject, forTask)
+		}
+	case "task":
+		tool := str("tool")
+		if tool != "" {
+			tool = " (" + tool + ")"
+		}
+		a.Text = fmt.Sprintf("task %s%s %s", r.TaskID, tool, taskWords(ev))
+		if r.Actor != "" && r.Actor != "supervisor" && r.Actor != "system" && r.Actor != "bridge" {
+			a.Text += " — by " + r.Actor
+		}
+	case "safety":
+		a.Text = safetyWords(ev, who, r.TaskID, str("monitor"))
+	}
+	if a.Text == "" {
+		a.Text = r.Summary
+	}
+	if r.Reason != "" && !strings.Contains(a.Text, r.Reason) {
+		a.Text += ": “" + r.Reason + "”"
+	}
+	return a
+}
+
+// auditType maps a record type onto the bus's event types.
+func auditType(t string) events.Type {
+	family, _, _ := strings.Cut(t, ".")
+	switch family {
+	case "task":
+		return events.TypeTask
+	case "approval", "grant":
+		return events.TypeApproval
+	case "safety":
+		return events.TypeSafety
+	}
+	return events.TypeSystem
+}
+
+// taskWords says a task status as the end of a sentence about the task.
+func taskWords(status string) string {
+	switch status {
+	case "requested":
+		return "was requested"
+	case "awaiting_approval":
+		return "waits for an operator"
+	case "approved":
+		return "was approved"
+	case "executing":
+		return "started moving"
+	case "paused":
+		return "was paused (robot holding still)"
+	case "stopping":
+		return "is stopping"
+	case "recovering":
+		return "is returning to the safe pose"
+	case "succeeded":
+		return "succeeded"
+	case "denied":
+		return "was denied"
+	case "expired":
+		return "expired without a decision"
+	case "cancelled":
+		return "was cancelled"
+	case "failed":
+		return "failed"
+	case "recovered":
+		return "failed and the robot was brought back to the safe pose"
+	case "fault":
+		return "ended in a fault (latched)"
+	case "estopped":
+		return "was ended by the e-stop"
+	case "interrupted":
+		return "was interrupted by a bridge restart"
+	}
+	return "is " + strings.ReplaceAll(status, "_", " ")
+}
+
+// safetyWords says a safety record in words.
+func safetyWords(kind, who, task, monitor string) string {
+	forTask := ""
+	if task != "" {
+		forTask = " during task " + task
+	}
+	switch kind {
+	case "estop_pressed":
+		return who + " pressed the e-stop" + forTask
+	case "estop_reset":
+		return who + " reset the e-stop"
+	case "fault_latched":
+		return "a fault latched" + forTask + "; nothing moves until an operator clears it"
+	case "fault_cleared":
+		return who + " cleared the latched fault"
+	case "monitor_tripped":
+		m := strings.ReplaceAll(monitor, "_", " ")
+		if m == "" {
+			m = "a safety monitor"
+		}
+		return "the " + m + " monitor stopped the robot" + forTask
+	case "stop_sent":
+		return "a stop was sent to the robot" + forTask
+	case "command_refused":
+		return "the safety gate refused a command" + forTask
+	case "command_sent":
+		return "a command was sent to the robot" + forTask
+	case "recovery_started":
+		return "recovery to the safe pose started" + forTask
+	case "recovery_finished":
+		return "recovery to the safe pose finished" + forTask
+	}
+	return ""
 }

@@ -89,6 +89,8 @@ const (
 	stateText  = `document.getElementById('robot-state').textContent`
 	stateClass = `document.getElementById('robot-state').className`
 	markerCls  = `(document.getElementById('robot-marker') || {getAttribute: () => 'none'}).getAttribute('class')`
+	liveValues = `document.querySelectorAll('#robot-state dd[data-live]').length`
+	staleMarks = `document.querySelectorAll('#robot-state dd[data-live="stale"] .stale-mark').length`
 )
 
 // TestConsolePage_StaleStateMarkedStale: the page's header pill said only
@@ -105,8 +107,9 @@ func TestConsolePage_StaleStateMarkedStale(t *testing.T) {
 	// Given a page that starts from a current state at rest
 	ctx, f := startPage(t, at(restingState(), 0, true))
 	poll(t, ctx, "stopped", stateText+`.includes('stopped at')`)
-	require.Equal(t, "robot link up, stopped", evalString(t, ctx, pillText))
-	require.Equal(t, "pill good", evalString(t, ctx, pillClass))
+	require.Regexp(t, `^robot link up · state live \(\d+\.\d s old\)$`, evalString(t, ctx, pillText))
+	require.Equal(t, "pill ok", evalString(t, ctx, pillClass), "the normal state is calm grey")
+	require.Equal(t, "0", evalString(t, ctx, staleMarks+`.toString()`))
 	require.Contains(t, evalString(t, ctx, stateText), "stopped at (1.20, 0.40) facing 90°")
 	require.Equal(t, "robot", evalString(t, ctx, markerCls))
 
@@ -114,9 +117,10 @@ func TestConsolePage_StaleStateMarkedStale(t *testing.T) {
 	f.bus.Publish(events.TypeState, now, ViewRobot(at(movingState(), 2*time.Second, true)))
 	// Then the pill, the state and the map mark it stale; nothing says stopped
 	poll(t, ctx, "stale", stateText+`.includes('last seen moving')`)
-	require.Regexp(t, `^robot silent for \d+\.\d s, state stale$`, evalString(t, ctx, pillText))
+	require.Regexp(t, `^robot link up · NO STATE for \d+\.\d s \(stale\)$`, evalString(t, ctx, pillText))
 	require.Equal(t, "stale", evalString(t, ctx, `document.getElementById('app').dataset.robot`))
-	require.Equal(t, "pill warn", evalString(t, ctx, pillClass))
+	require.Equal(t, "pill bad", evalString(t, ctx, pillClass))
+	require.Equal(t, evalString(t, ctx, liveValues+`.toString()`), evalString(t, ctx, staleMarks+`.toString()`), "every live value says it is stale")
 	require.Equal(t, "state stale", evalString(t, ctx, stateClass))
 	require.Contains(t, evalString(t, ctx, stateText), "last seen moving at (1.20, 0.40) facing 90° 2.0 s ago (no state since)")
 	require.NotContains(t, evalString(t, ctx, stateText+`+`+pillText), "stopped")
@@ -132,7 +136,7 @@ func TestConsolePage_StaleStateMarkedStale(t *testing.T) {
 	f.bus.Publish(events.TypeState, now, v)
 	// Then the page marks it stale itself
 	poll(t, ctx, "stale by the page's own clock", `document.getElementById('app').dataset.robot === 'stale'`)
-	require.Regexp(t, `^robot silent for \d+\.\d s, state stale$`, evalString(t, ctx, pillText))
+	require.Regexp(t, `^robot link up · NO STATE for \d+\.\d s \(stale\)$`, evalString(t, ctx, pillText))
 	require.Regexp(t, `last seen at \(1\.20, 0\.40\) facing 90° \d+\.\d s ago \(no update since\)`, evalString(t, ctx, stateText))
 	require.NotContains(t, evalString(t, ctx, stateText+`+`+pillText), "stopped")
 
@@ -140,8 +144,10 @@ func TestConsolePage_StaleStateMarkedStale(t *testing.T) {
 	f.bus.Publish(events.TypeState, now, ViewRobot(at(restingState(), 0, false)))
 	// Then the pill says so, and the state is only where it was last seen
 	poll(t, ctx, "link down", `document.getElementById('app').dataset.robot === 'link_down'`)
-	require.Equal(t, "robot link DOWN", evalString(t, ctx, pillText))
+	require.Regexp(t, `^robot link DOWN · last state \d+\.\d s ago$`, evalString(t, ctx, pillText))
 	require.Equal(t, "pill bad", evalString(t, ctx, pillClass))
+	require.Equal(t, "robot stale", evalString(t, ctx, markerCls), "the map draws the robot as last known")
+	require.Contains(t, evalString(t, ctx, `document.getElementById('safety-text').textContent`), "ROBOT LINK DOWN", "a lost link is an alarm in the banner")
 	require.Contains(t, evalString(t, ctx, stateText), "robot link down; last seen at (1.20, 0.40)")
 	require.NotContains(t, evalString(t, ctx, stateText), "stopped")
 }

@@ -3,11 +3,30 @@
 // sign-in: the server keeps the session, the browser keeps an HttpOnly
 // cookie, and every state-changing call carries the session's CSRF token
 // in a header.
+//
+// What the page says must be true at the moment it says it: the link and
+// the state's freshness come from the same source as /v1/safety (the
+// driver's link, the supervisor's newest state and its age, the state
+// timeout), aged here between events; a value older than the state
+// timeout is shown stale, never as the robot's state now.
 'use strict';
 (() => {
   const API = '/console/api';
   const SVGNS = 'http://www.w3.org/2000/svg';
   const TERMINAL = new Set(['succeeded', 'denied', 'expired', 'cancelled', 'failed', 'recovered', 'fault', 'estopped', 'interrupted']);
+  // MEANING gives each task status one meaning, and so one colour:
+  // success; failed but safe (the robot is stopped and safe: nothing
+  // moved, or recovery brought it back); fault (latched, or the e-stop
+  // ended it); cancelled (by a person or a restart, not a failure of the
+  // motion); paused (held by an operator); live (calm grey).
+  const MEANING = {
+    succeeded: 'success',
+    failed: 'failed', recovered: 'failed', denied: 'failed', expired: 'failed',
+    fault: 'fault', estopped: 'fault',
+    cancelled: 'cancelled', interrupted: 'cancelled',
+    paused: 'paused',
+  };
+  const MEANING_WORDS = { success: 'succeeded', failed: 'failed, robot safe', fault: 'fault', cancelled: 'cancelled', paused: 'paused', live: 'in progress' };
   const MAX_TASKS_SHOWN = 12;
 
   const $ = (id) => document.getElementById(id);
@@ -31,7 +50,12 @@
     approvals: new Map(),
     grants: new Map(),
     tasks: new Map(),
+    // motions are the base targets of approved and running motions, by
+    // task id, until the task ends.
+    motions: new Map(),
     objects: [],
+    objectsOutside: 0,
+    audit: [],
     maxGrantMinutes: 30,
   };
   let es = null;
@@ -66,6 +90,12 @@
     return (typeof n === 'number' && isFinite(n)) ? n.toFixed(digits) : '–';
   }
 
+  function signed(n, digits = 2) {
+    if (typeof n !== 'number' || !isFinite(n)) return '–';
+    const s = n.toFixed(digits);
+    return (n >= 0 && !s.startsWith('-') ? '+' : '') + s;
+  }
+
   function deg(rad) { return rad * 180 / Math.PI; }
 
   // ageText writes an age as the bridge does (robot.FormatAge).
@@ -79,7 +109,7 @@
 
   function timeOf(iso) {
     const d = new Date(iso);
-    return isNaN(d) ? '' : d.toLocaleTimeString();
+    return isNaN(d) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
   }
 
   function secondsUntil(iso) {
@@ -157,6 +187,8 @@
     $('console').hidden = true;
     $('estop').hidden = true;
     $('sign-out').hidden = true;
+    $('pending-status').hidden = true;
+    $('safety-banner').hidden = true;
     $('signin').hidden = false;
     $('signin-error').textContent = msg || '';
     $('token').focus();
@@ -187,8 +219,8 @@
   function setLive(s) {
     app.dataset.live = s;
     const p = $('live-status');
-    p.textContent = { open: 'live', reconnecting: 'reconnecting…', closed: 'offline' }[s] || s;
-    p.className = 'pill ' + (s === 'open' ? 'good' : s === 'reconnecting' ? 'warn' : 'bad');
+    p.textContent = { open: 'updates live', reconnecting: 'updates reconnecting…', closed: 'updates offline' }[s] || s;
+    p.className = 'pill ' + (s === 'open' ? 'ok' : s === 'reconnecting' ? 'warn' : 'bad');
   }
 
   function connect() {
@@ -207,11 +239,20 @@
       }
     };
     es.addEventListener('hello', (m) => applySnapshot(JSON.parse(m.data)));
-    es.addEventListener('state', (m) => applyState(JSON.parse(m.data).data));
+    es.addEventListener('state', (m) => { const w = JSON.parse(m.data); applyState(w.data); measure(w.time); });
     es.addEventListener('task', (m) => applyTask(JSON.parse(m.data).data));
     es.addEventListener('approval', (m) => applyApproval(JSON.parse(m.data).data));
     es.addEventListener('safety', () => { refreshSafety(); scheduleAudit(); });
     es.addEventListener('system', () => scheduleAudit());
+  }
+
+  // measure records, for the benchmark, how long after the bridge stamped
+  // a state event the page's DOM showed it. Off unless a test turns it on
+  // (window.__rbMeasure = true); bounded.
+  function measure(iso) {
+    if (window.__rbMeasure !== true) return;
+    const lat = window.__rbLatencies || (window.__rbLatencies = []);
+    if (lat.length < 100000) lat.push(Date.now() - Date.parse(iso));
   }
 
   function applySnapshot(s) {
@@ -224,7 +265,9 @@
     model.approvals = new Map((s.approvals || []).filter((a) => a.status === 'pending').map((a) => [a.id, a]));
     model.grants = new Map((s.grants || []).filter((g) => g.status === 'active').map((g) => [g.id, g]));
     model.tasks = new Map((s.tasks || []).map((t) => [t.id, t]));
+    model.motions = new Map((s.motions || []).map((m) => [m.task_id, m]));
     model.objects = s.objects || [];
+    model.objectsOutside = s.objects_outside || 0;
     $('robot-name').textContent = model.robot.name || model.robot.id || '';
     renderAll();
     scheduleAudit();
@@ -233,8 +276,10 @@
   function applyState(d) {
     if (!d) return;
     setRobot(d);
-    renderRobot();
     renderLink();
+    renderRobot();
+    renderTargets();
+    renderAlarms();
   }
 
   // setRobot takes the robot part of a snapshot or a state event
@@ -249,24 +294,21 @@
     model.stateAt = performance.now();
   }
 
-  // The bridge marks a silent robot stale within half a state timeout;
-  // past this much more the page stops trusting its last word (a stream
-  // that stalled without closing) and marks the state stale itself.
-  const STALE_GRACE_MS = 1000;
-
   // robotNow is what the page may say of the robot now: the bridge's
   // condition and summary, unless they said "moving" or "stopped" of a
-  // state that has since grown older than the state timeout.
+  // state that has since grown older than the state timeout (a stream
+  // that stalled without closing); then the page marks it stale itself.
   function robotNow() {
     const age = model.stateAgeMS + (performance.now() - model.stateAt);
     const st = model.state;
     let condition = model.condition;
     let summary = model.summary;
-    if (st && (condition === 'moving' || condition === 'stopped') && age > model.staleAfterMS + STALE_GRACE_MS) {
+    if (st && (condition === 'moving' || condition === 'stopped') && age > model.staleAfterMS) {
       condition = 'stale';
       summary = `last seen ${model.condition === 'moving' ? 'moving ' : ''}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}° ` +
         `${ageText(age)} ago (no update since)`;
     }
+    if (!model.linkUp && st) condition = 'link_down';
     return { condition, summary, age, current: condition === 'moving' || condition === 'stopped' };
   }
 
@@ -274,6 +316,7 @@
     if (!t || !t.id) return;
     const prev = model.tasks.get(t.id);
     model.tasks.set(t.id, t);
+    if (TERMINAL.has(t.status) && model.motions.delete(t.id)) renderTargets();
     renderTasks();
     if (!prev || prev.status !== t.status) scheduleAudit();
   }
@@ -284,6 +327,10 @@
       const a = e.approval;
       if (a.status === 'pending') model.approvals.set(a.id, a);
       else model.approvals.delete(a.id);
+      const t = model.tasks.get(a.task_id);
+      if (a.status === 'approved' && a.target && !(t && TERMINAL.has(t.status))) {
+        model.motions.set(a.task_id, { task_id: a.task_id, tool: a.tool, preview: a.preview, target: a.target });
+      }
       renderQueue();
       renderTargets();
     }
@@ -310,6 +357,7 @@
     try {
       const s = await api('GET', '/snapshot');
       model.objects = s.objects || [];
+      model.objectsOutside = s.objects_outside || 0;
       renderObjects();
     } catch (_) { /* keep the last objects */ }
   }
@@ -327,48 +375,138 @@
     renderGrants();
   }
 
-  // renderLink is the header pill: the link and what the robot is doing,
-  // "stopped" or "moving" only while the state is current.
+  // renderLink is the header pill: the robot link and how fresh the state
+  // is. Calm grey while both are good; red with the age when the link is
+  // down or the state is older than the state timeout.
   function renderLink() {
     const p = $('link-status');
     const r = robotNow();
     app.dataset.robot = r.condition;
-    let text = 'robot link up, ' + r.condition;
-    let cls = 'good';
+    let text;
+    let cls = 'ok';
+    let fresh = 'live';
     if (!model.linkUp) {
-      text = 'robot link DOWN';
+      text = model.state ? `robot link DOWN · last state ${ageText(r.age)} ago` : 'robot link DOWN · no state yet';
       cls = 'bad';
+      fresh = model.state ? 'stale' : 'unknown';
     } else if (r.condition === 'unknown') {
-      text = 'robot link up, no state yet';
+      text = 'robot link up · no state yet';
       cls = 'warn';
+      fresh = 'unknown';
+    } else if (!r.current && r.condition !== 'stop_unconfirmed') {
+      text = `robot link up · NO STATE for ${ageText(r.age)} (stale)`;
+      cls = 'bad';
+      fresh = 'stale';
     } else if (r.condition === 'stop_unconfirmed') {
-      text = 'stop sent, not confirmed';
+      text = 'robot link up · stop sent, not confirmed';
       cls = 'warn';
-    } else if (!r.current) {
-      text = `robot silent for ${ageText(r.age)}, state stale`;
-      cls = 'warn';
+    } else {
+      text = `robot link up · state live (${ageText(r.age)} old)`;
     }
     p.textContent = text;
     p.className = 'pill ' + cls;
+    p.dataset.link = model.linkUp ? 'up' : 'down';
+    p.dataset.fresh = fresh;
+    p.dataset.ageMs = String(Math.round(r.age));
   }
 
   function renderSafety() {
     const s = model.safety;
-    const banner = $('safety-banner');
     const estop = !!(s && s.estop && s.estop.active);
     const fault = !!(s && s.fault && s.fault.latched);
     app.dataset.estop = estop ? 'latched' : 'clear';
     app.dataset.fault = fault ? 'latched' : 'clear';
     $('estop').classList.toggle('latched', estop);
-    const parts = [];
-    if (estop) parts.push('E-STOP LATCHED' + (s.estop.by ? ' by ' + s.estop.by : '') + (s.estop.reason ? ': ' + s.estop.reason : '') + '. No motion until it is reset.');
-    if (fault) parts.push('FAULT LATCHED' + (s.fault.reason ? ': ' + s.fault.reason : '') + '. Nothing moves until it is cleared.');
-    if (s && s.robot_estop) parts.push("The robot's own e-stop is engaged.");
-    banner.hidden = parts.length === 0;
-    $('safety-text').textContent = parts.join(' ');
-    $('estop-reset').hidden = !estop;
-    $('fault-clear').hidden = !fault;
+    renderAlarms();
     renderEStopSource();
+  }
+
+  // alarms are what must stay in front of the operator until it is over:
+  // the e-stop, a latched fault, the robot's own e-stop, a lost link. Each
+  // says what happened, what the robot did, what to check, and carries
+  // the one button that clears it; developer detail is one click away.
+  function alarms() {
+    const s = model.safety;
+    const out = [];
+    if (s && s.estop && s.estop.active) {
+      out.push({
+        key: 'estop',
+        what: 'E-STOP ACTIVE' + (s.estop.by ? ` — pressed by ${s.estop.by}` : '') + (s.estop.since ? ` at ${timeOf(s.estop.since)}` : '') + '.',
+        did: 'The robot was told to stop at once. Every motion is refused until the e-stop is reset' + (s.estop.reason ? ` (reason given: “${s.estop.reason}”)` : '') + '.',
+        check: 'Make sure the area around the robot is clear, then reset the e-stop.',
+        button: $('estop-reset'),
+      });
+    }
+    if (s && s.fault && s.fault.latched) {
+      const f = s.fault;
+      out.push({
+        key: 'fault',
+        what: f.what || ('FAULT LATCHED' + (f.task_id ? ` after task ${f.task_id}` : '') + (f.since ? ` at ${timeOf(f.since)}` : '') +
+          ': the robot could not be brought back to its safe pose after a failure.'),
+        did: f.robot_did || 'The robot was told to stop. Nothing moves until an operator clears the fault.',
+        check: f.check || 'Look at the robot and what is around it, move it to a safe position by hand if needed, then clear the fault.',
+        detail: f.reason || '',
+        button: $('fault-clear'),
+      });
+    }
+    if (s && s.robot_estop) {
+      out.push({
+        key: 'robot-estop',
+        what: "The robot's own e-stop is engaged.",
+        did: 'The robot refuses motion on its own; the bridge refuses every motion too.',
+        check: "Release the robot's e-stop at the robot once it is safe to do so.",
+      });
+    }
+    if (!model.linkUp) {
+      const r = robotNow();
+      out.push({
+        key: 'link',
+        what: 'ROBOT LINK DOWN' + (model.state ? ` — no state from the robot for ${ageText(r.age)}.` : ' — no state from the robot yet.'),
+        did: 'The bridge refuses every motion while the link is down; a motion that was running was ordered to stop.',
+        check: "Check the robot's power and network. This clears by itself when the robot is heard again.",
+        ageLive: true,
+      });
+    }
+    return out;
+  }
+
+  let alarmsShown = '';
+  function renderAlarms() {
+    const list = alarms();
+    const banner = $('safety-banner');
+    banner.hidden = list.length === 0;
+    app.dataset.alarms = list.map((a) => a.key).join(' ');
+    // Rebuild only when an alarm's words change (not its running age), so
+    // the live region announces a new alarm once.
+    const sig = JSON.stringify(list.map((a) => [a.key, a.ageLive ? '' : a.what, a.did, a.check, a.detail]));
+    const box = $('safety-text');
+    if (sig === alarmsShown) {
+      for (const a of list) {
+        if (!a.ageLive) continue;
+        const w = box.querySelector(`[data-alarm="${a.key}"] .what`);
+        if (w) w.textContent = a.what;
+      }
+      return;
+    }
+    alarmsShown = sig;
+    const hold = $('alarm-buttons');
+    hold.append($('estop-reset'), $('fault-clear'));
+    $('estop-reset').hidden = true;
+    $('fault-clear').hidden = true;
+    box.replaceChildren(...list.map((a) => {
+      const d = el('div', { class: 'alarm', 'data-alarm': a.key },
+        el('p', { class: 'what', text: a.what }),
+        el('p', { class: 'did', text: a.did }),
+        el('p', { class: 'check', text: a.check }));
+      if (a.button) {
+        a.button.hidden = false;
+        d.append(el('div', { class: 'alarm-action' }, a.button));
+      }
+      if (a.detail) {
+        d.append(el('details', {}, el('summary', { text: 'Developer detail' }), el('pre', { text: a.detail })));
+      }
+      return d;
+    }));
   }
 
   // renderEStopSource says which e-stops exist: a robot without a
@@ -384,30 +522,43 @@
       : 'This robot reports no hardware e-stop: the E-STOP button here is the only e-stop.';
   }
 
+  // renderRobot lists the robot's live values; while the state is not
+  // current each one is greyed and says how old it is.
   function renderRobot() {
     const st = model.state;
     const dl = $('robot-state');
     dl.replaceChildren();
-    const row = (k, v) => dl.append(el('dt', { text: k }), el('dd', { text: v }));
     const r = robotNow();
-    dl.classList.toggle('stale', !!st && !r.current);
-    if (!st) { row('State', model.linkUp ? 'no state from the robot yet' : 'robot link down, no state from the robot yet'); drawRobot(); return; }
-    row('Seen', `${ageText(r.age)} ago` + (r.current ? '' : ' — stale: not the robot\'s state now'));
-    row('Pose', `x ${fmt(st.base.x)} m, y ${fmt(st.base.y)} m, heading ${fmt(deg(st.base.theta), 0)}°`);
-    row('Velocity', `${fmt(st.velocity.v)} m/s, ${fmt(st.velocity.w)} rad/s`);
-    if (st.battery) row('Battery', `${fmt(st.battery.percent, 0)} %${st.battery.charging ? ' (charging)' : ''}`);
-    if (st.gripper) row('Gripper', `${st.gripper.closed ? 'closed' : 'open'} ${fmt(st.gripper.opening * 100, 1)} cm${st.gripper.holding ? ', holding ' + st.gripper.holding : ''}`);
-    if (st.joints && st.joints.length) row('Arm', st.joints.map((j) => `${j.name} ${fmt(j.position)}`).join(', '));
-    if (st.faults && st.faults.length) row('Robot faults', st.faults.join(', '));
-    row('Summary', r.summary || '');
+    const stale = !!st && !r.current;
+    const mark = stale ? `stale, last seen ${ageText(r.age)} ago` : '';
+    const row = (k, v, live) => {
+      const dd = el('dd', { text: v });
+      if (live) {
+        dd.dataset.live = stale ? 'stale' : 'live';
+        if (stale) dd.append(el('span', { class: 'stale-mark', text: mark }));
+      }
+      dl.append(el('dt', { text: k }), dd);
+    };
+    dl.classList.toggle('stale', stale);
+    if (!st) { row('State', model.linkUp ? 'no state from the robot yet' : 'robot link down, no state from the robot yet', false); drawRobot(); return; }
+    row('Seen', `${ageText(r.age)} ago` + (r.current ? ' (live)' : ' — stale: not the robot\'s state now'), false);
+    row('Pose', `x ${fmt(st.base.x)} m, y ${fmt(st.base.y)} m, heading ${fmt(deg(st.base.theta), 0)}°`, true);
+    row('Velocity', `${fmt(st.velocity.v)} m/s, ${fmt(st.velocity.w)} rad/s`, true);
+    if (st.battery) row('Battery', `${fmt(st.battery.percent, 0)} %${st.battery.charging ? ' (charging)' : ''}`, true);
+    if (st.gripper) row('Gripper', `${st.gripper.closed ? 'closed' : 'open'} ${fmt(st.gripper.opening * 100, 1)} cm${st.gripper.holding ? ', holding ' + st.gripper.holding : ''}`, true);
+    if (st.joints && st.joints.length) row('Arm', st.joints.map((j) => `${j.name} ${fmt(j.position)}`).join(', '), true);
+    if (st.faults && st.faults.length) row('Robot faults', st.faults.join(', '), true);
+    row('Summary', r.summary || '', false);
     drawRobot();
   }
 
-  // The map: world coordinates in metres, y up; the SVG's y runs down, so
-  // every point is drawn at (x, -y).
+  // ---------- the map ----------
+  // World coordinates in metres, y up; the SVG's y runs down, so every
+  // point is drawn at (x, -y).
   function P(x, y) { return [x, -y]; }
   function points(poly) { return poly.map(([x, y]) => P(x, y).join(',')).join(' '); }
 
+  const LAYERS = ['layer-static', 'layer-paths', 'layer-targets', 'layer-objects', 'layer-robot', 'layer-labels'];
   function layer(id) {
     const m = $('map');
     let g = m.querySelector('#' + id);
@@ -415,15 +566,20 @@
     return g;
   }
 
+  // staticLabels are the labels of the room (regions, surfaces,
+  // locations), placed together with the objects' by placeLabels.
+  let staticLabels = [];
+
   function drawStaticMap() {
     const m = $('map');
     const map = model.map;
-    for (const id of ['layer-static', 'layer-objects', 'layer-targets', 'layer-robot']) {
+    for (const id of LAYERS) {
       const g = m.querySelector('#' + id);
       if (g) g.remove();
     }
     const stat = layer('layer-static');
-    layer('layer-objects'); layer('layer-targets'); layer('layer-robot');
+    for (const id of LAYERS.slice(1)) layer(id);
+    staticLabels = [];
     const all = (map.bounds || []).concat(map.workspace || []);
     if (!all.length) return;
     const xs = all.map((p) => p[0]); const ys = all.map((p) => p[1]);
@@ -443,25 +599,23 @@
       const g = svg('g', { 'data-region': r.name });
       g.append(svg('title', { text: `${r.name}${r.keep_out ? ' (keep-out)' : ''}` }));
       g.append(svg('polygon', { class: 'region' + (r.keep_out ? ' keepout' : ''), points: points(r.polygon) }));
-      const [cx, cy] = centroid(r.polygon);
-      g.append(svg('text', { class: 'label', x: P(cx, cy)[0], y: P(cx, cy)[1], 'text-anchor': 'middle', text: r.name + (r.keep_out ? ' (keep-out)' : '') }));
       stat.append(g);
+      staticLabels.push({ kind: 'region', text: r.name + (r.keep_out ? ' (keep-out)' : ''), at: P(...centroid(r.polygon)), centred: true });
     }
     for (const s of map.surfaces || []) {
       const g = svg('g', { 'data-surface': s.name });
       g.append(svg('title', { text: `${s.name} (surface, ${fmt(s.height)} m high)` }));
       g.append(svg('polygon', { class: 'surface', points: points(s.polygon) }));
-      const [cx, cy] = centroid(s.polygon);
-      g.append(svg('text', { class: 'label', x: P(cx, cy)[0], y: P(cx, cy)[1], 'text-anchor': 'middle', text: s.name }));
       stat.append(g);
+      staticLabels.push({ kind: 'surface', text: s.name, at: P(...centroid(s.polygon)), centred: true });
     }
     for (const l of map.locations || []) {
       const [x, y] = P(l.x, l.y);
       const g = svg('g', { 'data-location': l.name });
       g.append(svg('title', { text: `${l.name}: ${l.description || ''} (${fmt(l.x)}, ${fmt(l.y)})` }));
       g.append(svg('rect', { class: 'location', x: x - 0.07, y: y - 0.07, width: 0.14, height: 0.14, transform: `rotate(45 ${x} ${y})` }));
-      g.append(svg('text', { class: 'label', x: x + 0.14, y: y - 0.12, text: l.name }));
       stat.append(g);
+      staticLabels.push({ kind: 'location', text: l.name, at: [x, y] });
     }
   }
 
@@ -471,6 +625,8 @@
     return [x / poly.length, y / poly.length];
   }
 
+  // drawRobot draws the robot where it is — or, while its state is not
+  // current, where it was last seen, marked as such.
   function drawRobot() {
     if (!model.map) return;
     const g = layer('layer-robot');
@@ -479,7 +635,7 @@
     if (!st) { if (marker) marker.remove(); describeMap(); return; }
     const r = model.map.robot_radius || 0.3;
     if (!marker) {
-      marker = svg('g', { id: 'robot-marker', class: 'robot' });
+      marker = svg('g', { id: 'robot-marker', class: 'robot', role: 'img' });
       marker.append(svg('title', {}));
       marker.append(svg('circle', { class: 'robot-body', cx: 0, cy: 0, r }));
       marker.append(svg('line', { class: 'robot-heading', x1: 0, y1: 0, x2: r, y2: 0 }));
@@ -490,53 +646,149 @@
     marker.setAttribute('data-x', fmt(st.base.x, 3));
     marker.setAttribute('data-y', fmt(st.base.y, 3));
     marker.setAttribute('data-theta', fmt(st.base.theta, 3));
-    const current = robotNow().current;
-    marker.classList.toggle('stale', !current);
-    const label = `robot ${current ? '' : 'last seen '}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°`;
+    const nowR = robotNow();
+    marker.setAttribute('class', nowR.current ? 'robot' : 'robot stale');
+    const label = nowR.current
+      ? `robot at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°`
+      : `robot last known at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°, ${ageText(nowR.age)} ago (stale)`;
     marker.setAttribute('aria-label', label);
     marker.querySelector('title').textContent = label;
     describeMap();
   }
 
+  let objectsShown = '';
   function renderObjects() {
     if (!model.map) return;
+    const sig = JSON.stringify(model.objects.map((o) => [o.id, o.label, fmt(o.x), fmt(o.y), o.stale, o.uncertain]));
+    const notes = $('map-notes');
+    notes.textContent = model.objectsOutside > 0
+      ? `${model.objectsOutside} detection${model.objectsOutside === 1 ? '' : 's'} placed outside the room ${model.objectsOutside === 1 ? 'is' : 'are'} not drawn (not real objects in it).`
+      : '';
+    if (sig === objectsShown && layer('layer-labels').childNodes.length) return;
+    objectsShown = sig;
     const g = layer('layer-objects');
     g.replaceChildren();
+    const counts = {};
+    for (const o of model.objects) counts[o.label] = (counts[o.label] || 0) + 1;
     for (const o of model.objects) {
       const [x, y] = P(o.x, o.y);
       const c = svg('circle', { class: 'object' + (o.stale ? ' stale' : ''), cx: x, cy: y, r: 0.12, 'data-object-id': o.id });
       c.append(svg('title', { text: `${o.id} (${o.label})${o.stale ? ', not seen recently' : ''}${o.uncertain ? ', uncertain' : ''}` }));
       g.append(c);
     }
+    placeLabels(model.objects.map((o) => ({
+      kind: 'object', text: (counts[o.label] > 1 ? o.id : o.label) + (o.uncertain ? '?' : ''), at: P(o.x, o.y), id: o.id,
+    })));
     describeMap();
   }
 
+  // placeLabels writes every label of the map so that no two overlap:
+  // each tries positions around its mark, nearest first, and takes the
+  // first whose box meets no label already placed. A label with no free
+  // place is left off the map and named below it instead.
+  function placeLabels(objectLabels) {
+    const g = layer('layer-labels');
+    g.replaceChildren();
+    const placed = [];
+    const left = [];
+    const hits = (b) => placed.some((p) => b.x < p.x + p.width && p.x < b.x + b.width && b.y < p.y + p.height && p.y < b.y + b.height);
+    const gap = 0.02;
+    for (const l of staticLabels.concat(objectLabels)) {
+      const t = svg('text', { class: 'label' + (l.kind === 'object' ? ' object-label' : ''), 'data-label-kind': l.kind, text: l.text });
+      if (l.id) t.setAttribute('data-object-id', l.id);
+      g.append(t);
+      const [ax, ay] = l.at;
+      const offsets = l.centred
+        ? [[0, 0, 'middle'], [0, 0.3, 'middle'], [0, -0.3, 'middle'], [0, 0.6, 'middle'], [0, -0.6, 'middle']]
+        : [[0.16, -0.1, 'start'], [-0.16, -0.1, 'end'], [0, -0.22, 'middle'], [0, 0.36, 'middle'],
+          [0.16, 0.2, 'start'], [-0.16, 0.2, 'end'], [0.3, -0.4, 'start'], [-0.3, -0.4, 'end'],
+          [0.3, 0.5, 'start'], [-0.3, 0.5, 'end'], [0, -0.55, 'middle'], [0, 0.7, 'middle']];
+      let ok = false;
+      for (const [dx, dy, anchor] of offsets) {
+        t.setAttribute('x', ax + dx);
+        t.setAttribute('y', ay + dy);
+        t.setAttribute('text-anchor', anchor);
+        const b = t.getBBox();
+        const box = { x: b.x - gap, y: b.y - gap, width: b.width + 2 * gap, height: b.height + 2 * gap };
+        if (!hits(box)) { placed.push(box); ok = true; break; }
+      }
+      if (!ok) { t.remove(); left.push(l.text); }
+    }
+    const notes = $('map-notes');
+    if (left.length) notes.textContent = (notes.textContent ? notes.textContent + ' ' : '') + 'Not labelled on the map for lack of room: ' + left.join(', ') + '.';
+  }
+
+  // renderTargets draws where the robot is going: the target of every
+  // pending motion (amber) and of every approved or running one (blue),
+  // each with the straight path from the robot and the robot's footprint
+  // swept along it.
   function renderTargets() {
     if (!model.map) return;
     const g = layer('layer-targets');
+    const paths = layer('layer-paths');
     g.replaceChildren();
+    paths.replaceChildren();
+    const st = model.state;
+    const radius = model.map.robot_radius || 0.3;
+    const drawPath = (target, pending) => {
+      if (!st) return;
+      const [rx, ry] = P(st.base.x, st.base.y);
+      const [x, y] = P(target.x, target.y);
+      paths.append(svg('line', { class: 'footprint' + (pending ? ' pending' : ''), x1: rx, y1: ry, x2: x, y2: y, 'stroke-width': 2 * radius }));
+      paths.append(svg('line', { class: 'path-line' + (pending ? ' pending' : ''), x1: rx, y1: ry, x2: x, y2: y }));
+    };
     for (const a of model.approvals.values()) {
       if (!a.target) continue;
       const [x, y] = P(a.target.x, a.target.y);
-      const t = svg('g', { class: 'target-marker', 'data-approval-id': a.id, 'data-x': fmt(a.target.x, 3), 'data-y': fmt(a.target.y, 3) });
+      const t = svg('g', { class: 'target-marker', 'data-approval-id': a.id, 'data-task-id': a.task_id || '', 'data-x': fmt(a.target.x, 3), 'data-y': fmt(a.target.y, 3) });
       t.append(svg('title', { text: `pending target: ${a.preview}` }));
-      if (model.state) {
-        const [rx, ry] = P(model.state.base.x, model.state.base.y);
-        t.append(svg('line', { class: 'target-line', x1: rx, y1: ry, x2: x, y2: y }));
-      }
       t.append(svg('circle', { class: 'target', cx: x, cy: y, r: 0.18 }));
       t.append(svg('line', { class: 'target', x1: x - 0.25, y1: y, x2: x + 0.25, y2: y }));
       t.append(svg('line', { class: 'target', x1: x, y1: y - 0.25, x2: x, y2: y + 0.25 }));
       g.append(t);
+      drawPath(a.target, true);
+    }
+    for (const m of model.motions.values()) {
+      const [x, y] = P(m.target.x, m.target.y);
+      const t = svg('g', { class: 'running-marker', 'data-task-id': m.task_id, 'data-x': fmt(m.target.x, 3), 'data-y': fmt(m.target.y, 3) });
+      t.append(svg('title', { text: `target of the running motion: ${m.preview}` }));
+      t.append(svg('rect', { class: 'running-target', x: x - 0.14, y: y - 0.14, width: 0.28, height: 0.28 }));
+      g.append(t);
+      drawPath(m.target, false);
     }
     describeMap();
   }
 
   function describeMap() {
     const st = model.state;
-    const targets = [...model.approvals.values()].filter((a) => a.target).length;
-    const where = st ? `Robot ${robotNow().current ? '' : 'last seen '}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°. ` : 'Robot position unknown. ';
-    $('map-desc').textContent = `Top-down map of the room. ${where}${model.objects.length} objects shown, ${targets} pending motion targets.`;
+    const pending = [...model.approvals.values()].filter((a) => a.target).length;
+    const nowR = robotNow();
+    const where = st ? `Robot ${nowR.current ? '' : 'last known '}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°${nowR.current ? '' : ' (stale)'}. ` : 'Robot position unknown. ';
+    $('map-desc').textContent = `Top-down map of the room. ${where}${model.objects.length} objects shown, ${pending} pending motion targets, ${model.motions.size} running motion targets.`;
+  }
+
+  // ---------- the approval queue ----------
+
+  // jointTable shows an arm request as the change per joint: where each
+  // joint is now, where it is asked to go, and by how much.
+  function jointTable(a) {
+    if (!a.joint_targets || !a.joint_targets.length) return null;
+    const now = new Map(((model.state && model.state.joints) || []).map((j) => [j.name, j.position]));
+    const stale = !robotNow().current;
+    const tb = el('tbody');
+    for (const j of a.joint_targets) {
+      const cur = now.get(j.name);
+      const d = typeof cur === 'number' ? j.target - cur : NaN;
+      tb.append(el('tr', { 'data-joint': j.name },
+        el('td', { text: j.name }),
+        el('td', { text: fmt(cur) }),
+        el('td', { text: fmt(j.target) }),
+        el('td', { class: 'delta', text: isFinite(d) ? `${signed(d)} rad (${signed(deg(d), 0)}°)` : '–' })));
+    }
+    return el('table', { class: 'joints', 'aria-label': 'Change per joint' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'joint' }), el('th', { scope: 'col', text: stale ? 'now (stale)' : 'now' }),
+        el('th', { scope: 'col', text: 'target' }), el('th', { scope: 'col', text: 'change' }))),
+      tb);
   }
 
   function renderQueue() {
@@ -544,6 +796,7 @@
     const list = [...model.approvals.values()].sort((a, b) => a.created_at.localeCompare(b.created_at));
     $('queue-count').textContent = String(list.length);
     $('queue-empty').hidden = list.length > 0;
+    app.dataset.pending = String(list.length);
     const keep = new Set(list.map((a) => a.id));
     for (const li of [...ul.children]) if (!keep.has(li.dataset.approvalId)) li.remove();
     for (const a of list) {
@@ -555,8 +808,9 @@
         });
         li.append(
           el('div', { class: 'preview', text: a.preview }),
+          jointTable(a),
           el('div', { class: 'meta', text: `${a.tool} · requested by ${a.requested_by}${a.session_id ? ' (session ' + a.session_id + ')' : ''} · task ${a.task_id || '–'}` }),
-          el('div', { class: 'meta', text: a.robot_state ? 'Robot then: ' + a.robot_state : '' }),
+          a.robot_state ? el('div', { class: 'meta', text: 'Robot then: ' + a.robot_state }) : null,
           el('div', { class: 'meta expires', 'data-expires-at': a.expires_at }),
           el('div', { class: 'row-actions' },
             el('button', { type: 'button', class: 'primary', 'aria-label': `Approve: ${a.preview}`, onclick: () => approveFlow(a.id) }, 'Approve…'),
@@ -584,7 +838,22 @@
         ul.append(li);
       }
     }
+    renderPending();
     tickExpiry();
+  }
+
+  // renderPending is the header's attention cue: how many requests wait
+  // and how long the oldest has, on every width.
+  function renderPending() {
+    const b = $('pending-status');
+    const list = [...model.approvals.values()];
+    b.dataset.count = String(list.length);
+    if (!list.length || app.dataset.signedIn !== 'true') { b.hidden = true; return; }
+    const oldest = Math.min(...list.map((a) => new Date(a.created_at).getTime()));
+    const age = Math.max(0, Date.now() - oldest);
+    b.hidden = false;
+    b.textContent = `${list.length} request${list.length === 1 ? '' : 's'} waiting · oldest ${ageText(age)}`;
+    b.dataset.oldestMs = String(age);
   }
 
   function tickExpiry() {
@@ -592,11 +861,21 @@
       const s = secondsUntil(e.dataset.expiresAt);
       e.textContent = s > 0 ? `expires in ${s} s (counts as a denial)` : 'expiring…';
     }
+    // A grant past its time authorizes nothing: it leaves the list at
+    // once, whether or not its expiry event has arrived yet.
+    let gone = false;
+    for (const g of [...model.grants.values()]) {
+      if (new Date(g.expires_at).getTime() <= Date.now()) { model.grants.delete(g.id); gone = true; }
+    }
+    if (gone) renderGrants();
     for (const e of document.querySelectorAll('#grants .expires')) {
       const s = secondsUntil(e.dataset.expiresAt);
-      e.textContent = s > 0 ? `expires in ${Math.floor(s / 60)} min ${s % 60} s` : 'expiring…';
+      e.textContent = `expires in ${Math.floor(s / 60)} min ${s % 60} s`;
     }
+    renderPending();
   }
+
+  // ---------- tasks ----------
 
   function renderTasks() {
     const ul = $('tasks');
@@ -606,39 +885,71 @@
     ul.replaceChildren(...shown.map(taskItem));
   }
 
+  // outcome is the one line a finished task shows: what became of it,
+  // said once — never its last progress text.
+  function outcome(t) {
+    if (t.status === 'cancelled' && t.moved === false) return 'Cancelled before it moved: nothing was sent to the robot.';
+    if (t.error && t.error.message) return t.error.message;
+    if (t.text) return t.text;
+    return MEANING_WORDS[MEANING[t.status]] || t.status;
+  }
+
   function taskItem(t) {
     const terminal = TERMINAL.has(t.status);
-    const frac = t.progress && typeof t.progress.fraction === 'number' ? t.progress.fraction : 0;
+    const meaning = MEANING[t.status] || 'live';
+    const statusWords = t.status.replaceAll('_', ' ');
     const li = el('li', {
-      'data-task-id': t.id, 'data-status': t.status, 'data-progress': fmt(frac, 3), 'data-terminal': terminal ? 'true' : 'false',
-      'aria-label': `Task ${t.id}, ${t.tool}, ${t.status.replaceAll('_', ' ')}`,
+      'data-task-id': t.id, 'data-status': t.status, 'data-meaning': meaning, 'data-terminal': terminal ? 'true' : 'false',
+      'aria-label': `Task ${t.id}, ${t.tool}, ${statusWords}`,
     });
-    li.append(
-      el('div', {}, el('span', { class: 'status ' + t.status, text: t.status.replaceAll('_', ' ') }), ` · ${t.tool} · ${t.id}`),
-      el('progress', { max: 1, value: frac, 'aria-label': `Progress of ${t.id}` }),
-      el('div', { class: 'meta', text: (t.progress && t.progress.text) || t.text || '' }),
-    );
-    if (t.error && t.error.message) li.append(el('div', { class: 'meta task-error', text: `${t.error.type}: ${t.error.message}` }));
-    if (!terminal) {
-      li.append(el('div', { class: 'row-actions' },
-        el('button', { type: 'button', 'aria-label': `Cancel task ${t.id}`, onclick: () => cancelTask(t.id) }, 'Cancel task')));
+    li.append(el('div', {}, el('span', { class: 'badge status m-' + meaning, text: statusWords, title: MEANING_WORDS[meaning] }), ` ${t.tool} · ${t.id}`));
+    if (terminal) {
+      li.append(el('p', { class: 'outcome', 'data-error-type': (t.error && t.error.type) || '', text: outcome(t) }));
+      return li;
     }
+    const frac = t.progress && typeof t.progress.fraction === 'number' ? t.progress.fraction : 0;
+    li.dataset.progress = fmt(frac, 3);
+    li.append(el('progress', { max: 1, value: frac, 'aria-label': `Progress of ${t.id}` }));
+    const progressText = (t.progress && t.progress.text) || t.text || '';
+    if (progressText) li.append(el('div', { class: 'meta progress-text', text: progressText }));
+    if (t.status === 'paused' && t.paused) {
+      const p = t.paused;
+      const ends = p.ends_at ? ` · ends safely at ${timeOf(p.ends_at)} unless resumed` : '';
+      li.append(el('p', { class: 'paused-note', text: `Paused by ${p.by || 'an operator'}${p.since ? ' at ' + timeOf(p.since) : ''}: “${p.reason || ''}”. The robot holds still${ends}.` }));
+    }
+    const actions = el('div', { class: 'row-actions' });
+    if (t.status === 'paused') {
+      actions.append(
+        el('button', { type: 'button', class: 'primary', 'data-action': 'resume', 'aria-label': `Resume task ${t.id}`, onclick: () => resumeTask(t.id) }, 'Resume…'),
+        el('button', { type: 'button', class: 'danger', 'data-action': 'abort', 'aria-label': `Abort task ${t.id}`, onclick: () => reasonFlow('abort', t.id) }, 'Abort…'));
+    } else {
+      actions.append(el('button', { type: 'button', 'data-action': 'cancel', 'aria-label': `Cancel task ${t.id}`, onclick: () => cancelTask(t.id) }, 'Cancel task'));
+      if (t.status === 'executing') {
+        actions.append(el('button', { type: 'button', class: 'attention', 'data-action': 'pause', 'aria-label': `Pause task ${t.id}`, onclick: () => reasonFlow('pause', t.id) }, 'Pause…'));
+      }
+    }
+    li.append(actions);
     return li;
   }
 
   function renderGrants() {
     const ul = $('grants');
-    const list = [...model.grants.values()].sort((a, b) => a.created_at.localeCompare(b.created_at));
+    const list = [...model.grants.values()].filter((g) => g.status === 'active').sort((a, b) => a.created_at.localeCompare(b.created_at));
     $('grants-empty').hidden = list.length > 0;
     ul.replaceChildren(...list.map((g) => el('li', { 'data-grant-id': g.id, 'data-kind': g.kind },
       el('div', { class: 'preview', text: g.description || g.tool }),
-      el('div', { class: 'meta', text: `${g.kind} grant · ${g.tool} · by ${g.created_by}` }),
+      el('div', { class: 'meta', text: `${g.kind === 'once' ? 'approve-once' : g.kind} grant · ${g.tool} · by ${g.created_by}${g.task_id ? ' · task ' + g.task_id : ''}` }),
       el('div', { class: 'meta expires', 'data-expires-at': g.expires_at }),
       el('div', { class: 'row-actions' },
         el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant: ${g.description || g.id}`, onclick: () => revokeGrant(g.id) }, 'Revoke')),
     )));
-    tickExpiry();
+    for (const e of ul.querySelectorAll('.expires')) {
+      const s = secondsUntil(e.dataset.expiresAt);
+      e.textContent = `expires in ${Math.floor(s / 60)} min ${s % 60} s`;
+    }
   }
+
+  // ---------- the log book ----------
 
   function scheduleAudit() {
     clearTimeout(auditTimer);
@@ -647,13 +958,43 @@
 
   async function loadAudit() {
     try {
-      const r = await api('GET', '/audit?limit=80');
-      $('audit').replaceChildren(...(r.entries || []).map((e) => el('li', { 'data-kind': e.kind },
-        el('time', { datetime: e.time, text: timeOf(e.time) }),
-        `${e.text}${e.by && !e.text.includes(e.by) ? ' — ' + e.by : ''}`)));
+      const r = await api('GET', '/audit?limit=200');
+      model.audit = r.entries || [];
+      renderAudit();
     } catch (_) { /* next event retries */ }
   }
 
+  const FILTERS = [['audit-task', (e) => e.task_id], ['audit-robot', (e) => e.robot], ['audit-actor', (e) => e.by], ['audit-kind', (e) => (e.kind || '').split('.')[0]]];
+
+  function renderAudit() {
+    for (const [id, get] of FILTERS) {
+      const sel = $(id);
+      const cur = sel.value;
+      const values = [...new Set(model.audit.map(get).filter(Boolean))].sort();
+      if (cur && !values.includes(cur)) values.push(cur);
+      const want = ['', ...values].join('\n');
+      if (sel.dataset.values !== want) {
+        sel.replaceChildren(el('option', { value: '', text: 'all' }), ...values.map((v) => el('option', { value: v, text: v })));
+        sel.value = cur;
+        sel.dataset.values = want;
+      }
+    }
+    const keep = FILTERS.map(([id, get]) => [$(id).value, get]);
+    const rows = model.audit.filter((e) => keep.every(([v, get]) => !v || get(e) === v));
+    const ol = $('audit');
+    const open = new Set([...ol.querySelectorAll('details[open]')].map((d) => d.closest('li').dataset.seq));
+    ol.replaceChildren(...rows.map((e) => {
+      const raw = e.raw ? JSON.stringify(e.raw, null, 2) : JSON.stringify(Object.fromEntries(Object.entries(e).filter(([k]) => k !== 'raw')), null, 2);
+      const seq = String(e.seq);
+      const det = el('details', { class: 'raw' }, el('summary', { text: 'raw record' }), el('pre', { text: raw }));
+      if (open.has(seq)) det.open = true;
+      return el('li', { 'data-kind': e.kind, 'data-seq': seq, 'data-task-id': e.task_id || '', 'data-actor': e.by || '' },
+        el('time', { datetime: e.time, text: timeOf(e.time) }),
+        el('span', { class: 'line', text: e.text }),
+        det);
+    }));
+    $('audit-empty').hidden = rows.length > 0;
+  }
   // ---------- actions ----------
 
   // confirmAction shows a modal that starts on Cancel, so a second Enter
@@ -866,6 +1207,66 @@
     refreshSafety();
   }
 
+  // ---------- pause, resume, abort ----------
+
+  // reasonFlow asks for the reason of a pause or an abort, like a denial:
+  // the agent's envelope carries it word for word.
+  let reasonAction = '';
+  let reasonTask = '';
+  function reasonFlow(action, id) {
+    const t = model.tasks.get(id);
+    const d = $('reason-dialog');
+    if (!t || d.open) return;
+    reasonAction = action;
+    reasonTask = id;
+    const pause = action === 'pause';
+    $('reason-title').textContent = pause ? 'Pause this task?' : 'Abort this task?';
+    $('reason-intro').textContent = pause
+      ? `${t.tool} (${t.id}). The robot stops at once and holds still until you resume or abort it.`
+      : `${t.tool} (${t.id}). The task ends: the robot stops and returns to its safe pose.`;
+    $('reason-ok').textContent = pause ? 'Pause' : 'Abort';
+    $('reason-ok').className = pause ? 'attention' : 'danger';
+    $('reason-text').value = '';
+    $('reason-error').textContent = '';
+    $('reason-ok').disabled = true;
+    d.showModal();
+    $('reason-text').focus();
+  }
+
+  async function onReason(ev) {
+    ev.preventDefault();
+    const reason = $('reason-text').value;
+    if (!reason.trim()) { $('reason-error').textContent = 'A reason is required; the agent passes it on.'; return; }
+    const action = reasonAction;
+    const id = reasonTask;
+    $('reason-ok').disabled = true;
+    $('reason-error').textContent = action === 'pause' ? 'Pausing: waiting for the robot to be at rest…' : 'Aborting…';
+    try {
+      const r = await api('POST', `/tasks/${encodeURIComponent(id)}/${action}`, { reason });
+      $('reason-dialog').close('ok');
+      if (r && r.task) applyTask(r.task);
+      toast(r && r.text ? r.text : (action === 'pause' ? 'Paused ' : 'Aborted ') + id + '.');
+    } catch (e) {
+      $('reason-error').textContent = `Could not ${action}: ` + e.message;
+      $('reason-ok').disabled = false;
+    }
+  }
+
+  async function resumeTask(id) {
+    const t = model.tasks.get(id);
+    if (!t) return;
+    const ok = await confirmAction('Resume this task?', `${t.tool} (${t.id}) goes on under the approval it already has. The robot will move.`, 'Resume and move', false);
+    if (!ok) return;
+    try {
+      const r = await api('POST', `/tasks/${encodeURIComponent(id)}/resume`, {});
+      if (r && r.task) applyTask(r.task);
+      toast(r && r.text ? r.text : 'Resumed ' + id + '.');
+    } catch (e) {
+      // 409: still paused, for a reason said in operator words.
+      toast('Could not resume: ' + e.message, true);
+    }
+  }
+
   function wire() {
     $('confirm-form').addEventListener('submit', (e) => {
       e.preventDefault();
@@ -881,12 +1282,24 @@
     $('deny-form').addEventListener('submit', onDeny);
     $('deny-cancel').addEventListener('click', () => $('deny-dialog').close('cancel'));
     $('deny-reason').addEventListener('input', () => { $('deny-ok').disabled = !$('deny-reason').value.trim(); });
+    $('reason-form').addEventListener('submit', onReason);
+    $('reason-cancel').addEventListener('click', () => $('reason-dialog').close('cancel'));
+    $('reason-text').addEventListener('input', () => { $('reason-ok').disabled = !$('reason-text').value.trim(); });
     $('grant-form').addEventListener('submit', onGrant);
     $('grant-cancel').addEventListener('click', () => $('grant-dialog').close('cancel'));
+    $('pending-status').addEventListener('click', () => {
+      $('queue-panel').scrollIntoView({ block: 'start' });
+      const first = $('queue').querySelector('li');
+      if (first) first.focus({ preventScroll: true });
+    });
+    for (const [id] of FILTERS) $(id).addEventListener('change', renderAudit);
     setInterval(tickExpiry, 1000);
     // The robot's age (and, past the state timeout, its staleness) moves
     // on between events.
-    setInterval(() => { if (app.dataset.signedIn === 'true') { renderLink(); renderRobot(); } }, 500);
+    setInterval(() => {
+      if (app.dataset.signedIn !== 'true') return;
+      renderLink(); renderRobot(); renderAlarms();
+    }, 500);
   }
 
   boot();
