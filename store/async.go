@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -385,7 +384,7 @@ func (s *Store) latchFailed(pending int, err error) {
 
 func (s *Store) writeBatch(batch []item, views []actions.TaskView) error {
 	ctx := context.Background()
-	return s.tx(ctx, "batch", func(tx *sql.Tx) error {
+	return s.tx(ctx, "batch", func(tx txn) error {
 		for _, it := range batch {
 			if it.ev.Kind == "" {
 				continue // a Sync barrier
@@ -403,12 +402,12 @@ func (s *Store) writeBatch(batch []item, views []actions.TaskView) error {
 	})
 }
 
-func writeSafetyEvent(ctx context.Context, tx *sql.Tx, e safety.Event) error {
+func writeSafetyEvent(ctx context.Context, tx txn, e safety.Event) error {
 	var errText any
 	if e.Err != nil {
 		errText = e.Err.Error()
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO safety_events(kind, at, task_id, by, reason, monitor, latency_ns, error)
+	if _, err := tx.exec(ctx, `INSERT INTO safety_events(kind, at, task_id, by, reason, monitor, latency_ns, error)
 		VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
 		string(e.Kind), ns(e.At), nullStr(e.TaskID), e.By, e.Reason, string(e.Monitor), int64(e.Latency), errText); err != nil {
 		return err
@@ -444,21 +443,21 @@ func writeSafetyEvent(ctx context.Context, tx *sql.Tx, e safety.Event) error {
 
 // setLatch records a latch change. Latching keeps the first cause, as the
 // supervisor does; releasing always wins.
-func setLatch(ctx context.Context, tx *sql.Tx, name string, active bool, e safety.Event) error {
+func setLatch(ctx context.Context, tx txn, name string, active bool, e safety.Event) error {
 	if active {
-		_, err := tx.ExecContext(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 1, ?, ?, ?, ?, ?)
+		_, err := tx.exec(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 1, ?, ?, ?, ?, ?)
 			ON CONFLICT(name) DO UPDATE SET active=1, by=excluded.by, reason=excluded.reason, task_id=excluded.task_id,
 				since=excluded.since, updated_at=excluded.updated_at WHERE latches.active=0`,
 			name, e.By, e.Reason, nullStr(e.TaskID), ns(e.At), ns(e.At))
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 0, ?, ?, NULL, 0, ?)
+	_, err := tx.exec(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 0, ?, ?, NULL, 0, ?)
 		ON CONFLICT(name) DO UPDATE SET active=0, by=excluded.by, reason=excluded.reason, task_id=NULL, since=0, updated_at=excluded.updated_at`,
 		name, e.By, e.Reason, ns(e.At))
 	return err
 }
 
-func writeTaskView(ctx context.Context, tx *sql.Tx, v actions.TaskView) error {
+func writeTaskView(ctx context.Context, tx txn, v actions.TaskView) error {
 	var result, errJSON any
 	if v.Result != nil {
 		result = mustJSON(v.Result)
@@ -466,7 +465,7 @@ func writeTaskView(ctx context.Context, tx *sql.Tx, v actions.TaskView) error {
 	if er := errorRecordOf(v.Error); er != nil {
 		errJSON = mustJSON(er)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE tasks SET text=?, progress=?, result=?, error=?, session_id=?, principal=?,
+	res, err := tx.exec(ctx, `UPDATE tasks SET text=?, progress=?, result=?, error=?, session_id=?, principal=?,
 		approval_id=COALESCE(?, approval_id), updated_at=MAX(updated_at, ?) WHERE id=? AND updated_at<=?`,
 		v.Text, mustJSON(v.Progress), result, errJSON, nullStr(v.SessionID), nullStr(v.Principal), nullStr(v.ApprovalID),
 		ns(v.UpdatedAt), v.ID, ns(v.UpdatedAt))
@@ -478,7 +477,7 @@ func writeTaskView(ctx context.Context, tx *sql.Tx, v actions.TaskView) error {
 	}
 	// Either a newer record exists (keep it) or the task's transitions
 	// were never recorded; only the latter inserts.
-	_, err = tx.ExecContext(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, progress, result, error, approval_id,
+	_, err = tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, progress, result, error, approval_id,
 		session_id, principal, created_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		v.ID, v.Tool, mustJSON(orEmpty(v.Arguments)), string(v.Status), v.Text, mustJSON(v.Progress), result, errJSON,
 		nullStr(v.ApprovalID), nullStr(v.SessionID), nullStr(v.Principal), ns(v.CreatedAt), ns(v.UpdatedAt))

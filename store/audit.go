@@ -278,7 +278,7 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 	}
 	sb.WriteString(` ORDER BY seq LIMIT ?`)
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, sb.String(), args...)
+	rows, err := s.query(ctx, sb.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
@@ -313,7 +313,7 @@ func (s *Store) Recent(ctx context.Context, limit int) ([]AuditRecord, error) {
 	if limit < 1 || limit > MaxAuditLimit {
 		return nil, &QueryError{Param: "limit", Value: strconv.Itoa(limit), Allowed: fmt.Sprintf("an integer from 1 to %d", MaxAuditLimit)}
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, type, actor, task_id, subject, summary, reason, details FROM audit ORDER BY seq DESC LIMIT ?`, limit)
+	rows, err := s.query(ctx, `SELECT seq, at, type, actor, task_id, subject, summary, reason, details FROM audit ORDER BY seq DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
@@ -332,7 +332,7 @@ func (s *Store) AppendAudit(ctx context.Context, r AuditRecord, details any) (in
 		r.At = s.clock.Now()
 	}
 	var seq int64
-	err := s.tx(ctx, "audit", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "audit", func(tx txn) error {
 		var err error
 		seq, err = insertAudit(ctx, tx, r, details)
 		return err
@@ -343,7 +343,7 @@ func (s *Store) AppendAudit(ctx context.Context, r AuditRecord, details any) (in
 	return seq, nil
 }
 
-func insertAudit(ctx context.Context, tx *sql.Tx, r AuditRecord, details any) (int64, error) {
+func insertAudit(ctx context.Context, tx txn, r AuditRecord, details any) (int64, error) {
 	var d any
 	switch v := details.(type) {
 	case nil:
@@ -358,10 +358,6 @@ func insertAudit(ctx context.Context, tx *sql.Tx, r AuditRecord, details any) (i
 	if at.IsZero() {
 		at = time.Now()
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO audit(at, type, actor, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
+	return insertReturningSeq(ctx, tx, `INSERT INTO audit(at, type, actor, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
 		ns(at), r.Type, r.Actor, nullStr(r.TaskID), nullStr(r.Subject), r.Summary, r.Reason, d)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
 }

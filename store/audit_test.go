@@ -36,64 +36,68 @@ func seedAudit(t *testing.T, s *Store, n int) {
 }
 
 func TestAudit_PagesThroughEverythingOnce(t *testing.T) {
-	s, _ := openTest(t, t.TempDir())
-	seedAudit(t, s, 10)
-	// When the whole trail is read in pages of 7
-	var all []AuditRecord
-	cursor := ""
-	pages := 0
-	for {
-		recs, next, err := s.Audit(context.Background(), AuditQuery{Limit: 7, Cursor: cursor})
-		require.NoError(t, err)
-		all = append(all, recs...)
-		pages++
-		if next == "" {
-			break
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		s, _ := e.open(t, t.TempDir())
+		seedAudit(t, s, 10)
+		// When the whole trail is read in pages of 7
+		var all []AuditRecord
+		cursor := ""
+		pages := 0
+		for {
+			recs, next, err := s.Audit(context.Background(), AuditQuery{Limit: 7, Cursor: cursor})
+			require.NoError(t, err)
+			all = append(all, recs...)
+			pages++
+			if next == "" {
+				break
+			}
+			cursor = next
 		}
-		cursor = next
-	}
-	// Then every record comes exactly once, in order
-	require.Len(t, all, 32)
-	require.Equal(t, 5, pages)
-	for i := 1; i < len(all); i++ {
-		require.Greater(t, all[i].Seq, all[i-1].Seq)
-	}
-	require.Equal(t, all, auditAll(t, s, AuditQuery{}))
+		// Then every record comes exactly once, in order
+		require.Len(t, all, 32)
+		require.Equal(t, 5, pages)
+		for i := 1; i < len(all); i++ {
+			require.Greater(t, all[i].Seq, all[i-1].Seq)
+		}
+		require.Equal(t, all, auditAll(t, s, AuditQuery{}))
+	})
 }
 
 func TestAudit_Filters(t *testing.T) {
-	s, _ := openTest(t, t.TempDir())
-	seedAudit(t, s, 5)
-	tests := []struct {
-		name  string
-		q     AuditQuery
-		count int
-		check func(t *testing.T, recs []AuditRecord)
-	}{
-		{"one task", AuditQuery{TaskID: "task-3"}, 3, func(t *testing.T, recs []AuditRecord) {
-			for _, r := range recs {
-				require.Equal(t, "task-3", r.TaskID)
-			}
-		}},
-		{"task family", AuditQuery{Type: "task"}, 15, nil},
-		{"exact type", AuditQuery{Type: "task.executing"}, 5, nil},
-		{"approval family", AuditQuery{Type: "approval"}, 1, nil},
-		{"safety", AuditQuery{Type: "safety.stop_sent"}, 1, nil},
-		{"since", AuditQuery{Since: t0.Add(3 * time.Minute)}, 3 + 3 + 1, nil},
-		{"since and task", AuditQuery{Since: t0.Add(3 * time.Minute), TaskID: "task-1"}, 0, nil},
-		{"prefix of a family is not the family", AuditQuery{Type: "tas"}, 0, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			recs, next, err := s.Audit(context.Background(), tc.q)
-			require.NoError(t, err)
-			require.Empty(t, next)
-			require.Len(t, recs, tc.count)
-			if tc.check != nil {
-				tc.check(t, recs)
-			}
-		})
-	}
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		s, _ := e.open(t, t.TempDir())
+		seedAudit(t, s, 5)
+		tests := []struct {
+			name  string
+			q     AuditQuery
+			count int
+			check func(t *testing.T, recs []AuditRecord)
+		}{
+			{"one task", AuditQuery{TaskID: "task-3"}, 3, func(t *testing.T, recs []AuditRecord) {
+				for _, r := range recs {
+					require.Equal(t, "task-3", r.TaskID)
+				}
+			}},
+			{"task family", AuditQuery{Type: "task"}, 15, nil},
+			{"exact type", AuditQuery{Type: "task.executing"}, 5, nil},
+			{"approval family", AuditQuery{Type: "approval"}, 1, nil},
+			{"safety", AuditQuery{Type: "safety.stop_sent"}, 1, nil},
+			{"since", AuditQuery{Since: t0.Add(3 * time.Minute)}, 3 + 3 + 1, nil},
+			{"since and task", AuditQuery{Since: t0.Add(3 * time.Minute), TaskID: "task-1"}, 0, nil},
+			{"prefix of a family is not the family", AuditQuery{Type: "tas"}, 0, nil},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				recs, next, err := s.Audit(context.Background(), tc.q)
+				require.NoError(t, err)
+				require.Empty(t, next)
+				require.Len(t, recs, tc.count)
+				if tc.check != nil {
+					tc.check(t, recs)
+				}
+			})
+		}
+	})
 }
 
 func TestParseAuditQuery(t *testing.T) {
@@ -153,82 +157,84 @@ func TestParseAuditQuery(t *testing.T) {
 }
 
 func TestAuditHandler(t *testing.T) {
-	s, _ := openTest(t, t.TempDir())
-	seedAudit(t, s, 3)
-	srv := httptest.NewServer(NewAuditHandler(s, AuditHandlerConf{Logger: quietLogger()}))
-	defer srv.Close()
-	get := func(path string) (*http.Response, []byte) {
-		resp, err := http.Get(srv.URL + path)
-		require.NoError(t, err)
-		defer func() { _ = resp.Body.Close() }()
-		var buf strings.Builder
-		_, err = bufio.NewReader(resp.Body).WriteTo(&buf)
-		require.NoError(t, err)
-		return resp, []byte(buf.String())
-	}
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		s, _ := e.open(t, t.TempDir())
+		seedAudit(t, s, 3)
+		srv := httptest.NewServer(NewAuditHandler(s, AuditHandlerConf{Logger: quietLogger()}))
+		defer srv.Close()
+		get := func(path string) (*http.Response, []byte) {
+			resp, err := http.Get(srv.URL + path)
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			var buf strings.Builder
+			_, err = bufio.NewReader(resp.Body).WriteTo(&buf)
+			require.NoError(t, err)
+			return resp, []byte(buf.String())
+		}
 
-	t.Run("a page and its cursor", func(t *testing.T) {
-		resp, body := get("/v1/audit?limit=4&type=task")
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var page struct {
-			Records    []AuditRecord `json:"records"`
-			NextCursor string        `json:"next_cursor"`
-		}
-		require.NoError(t, json.Unmarshal(body, &page))
-		require.Len(t, page.Records, 4)
-		require.NotEmpty(t, page.NextCursor)
-		resp, body = get("/v1/audit?limit=4&type=task&cursor=" + page.NextCursor)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var page2 struct {
-			Records    []AuditRecord `json:"records"`
-			NextCursor *string       `json:"next_cursor"`
-		}
-		require.NoError(t, json.Unmarshal(body, &page2))
-		require.Len(t, page2.Records, 4)
-		require.Greater(t, page2.Records[0].Seq, page.Records[3].Seq)
-		resp, body = get("/v1/audit?limit=4&type=task&cursor=" + encodeCursor(page2.Records[3].Seq))
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var last map[string]any
-		require.NoError(t, json.Unmarshal(body, &last))
-		require.Len(t, last["records"], 1)
-		require.NotContains(t, last, "next_cursor")
-	})
-	t.Run("bad query is a 400 naming the parameter", func(t *testing.T) {
-		resp, body := get("/v1/audit?since=last-tuesday")
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-		var e struct {
-			Error struct {
-				Type    string         `json:"type"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal(body, &e))
-		require.Equal(t, "INVALID_PARAMS", e.Error.Type)
-		require.Equal(t, "since", e.Error.Details["field"])
-		require.Contains(t, e.Error.Message, "RFC 3339")
-	})
-	t.Run("export is JSON lines", func(t *testing.T) {
-		resp, body := get("/v1/audit/export?task_id=task-1")
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
-		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
-		require.Len(t, lines, 3)
-		for _, l := range lines {
-			var r AuditRecord
-			require.NoError(t, json.Unmarshal([]byte(l), &r))
-			require.Equal(t, "task-1", r.TaskID)
-		}
-	})
-	t.Run("export refuses unknown parameters", func(t *testing.T) {
-		resp, _ := get("/v1/audit/export?format=csv")
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	})
-	t.Run("only GET", func(t *testing.T) {
-		resp, err := http.Post(srv.URL+"/v1/audit", "application/json", strings.NewReader("{}"))
-		require.NoError(t, err)
-		_ = resp.Body.Close()
-		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+		t.Run("a page and its cursor", func(t *testing.T) {
+			resp, body := get("/v1/audit?limit=4&type=task")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			var page struct {
+				Records    []AuditRecord `json:"records"`
+				NextCursor string        `json:"next_cursor"`
+			}
+			require.NoError(t, json.Unmarshal(body, &page))
+			require.Len(t, page.Records, 4)
+			require.NotEmpty(t, page.NextCursor)
+			resp, body = get("/v1/audit?limit=4&type=task&cursor=" + page.NextCursor)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			var page2 struct {
+				Records    []AuditRecord `json:"records"`
+				NextCursor *string       `json:"next_cursor"`
+			}
+			require.NoError(t, json.Unmarshal(body, &page2))
+			require.Len(t, page2.Records, 4)
+			require.Greater(t, page2.Records[0].Seq, page.Records[3].Seq)
+			resp, body = get("/v1/audit?limit=4&type=task&cursor=" + encodeCursor(page2.Records[3].Seq))
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			var last map[string]any
+			require.NoError(t, json.Unmarshal(body, &last))
+			require.Len(t, last["records"], 1)
+			require.NotContains(t, last, "next_cursor")
+		})
+		t.Run("bad query is a 400 naming the parameter", func(t *testing.T) {
+			resp, body := get("/v1/audit?since=last-tuesday")
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			var e struct {
+				Error struct {
+					Type    string         `json:"type"`
+					Message string         `json:"message"`
+					Details map[string]any `json:"details"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(body, &e))
+			require.Equal(t, "INVALID_PARAMS", e.Error.Type)
+			require.Equal(t, "since", e.Error.Details["field"])
+			require.Contains(t, e.Error.Message, "RFC 3339")
+		})
+		t.Run("export is JSON lines", func(t *testing.T) {
+			resp, body := get("/v1/audit/export?task_id=task-1")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+			lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+			require.Len(t, lines, 3)
+			for _, l := range lines {
+				var r AuditRecord
+				require.NoError(t, json.Unmarshal([]byte(l), &r))
+				require.Equal(t, "task-1", r.TaskID)
+			}
+		})
+		t.Run("export refuses unknown parameters", func(t *testing.T) {
+			resp, _ := get("/v1/audit/export?format=csv")
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		})
+		t.Run("only GET", func(t *testing.T) {
+			resp, err := http.Post(srv.URL+"/v1/audit", "application/json", strings.NewReader("{}"))
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+		})
 	})
 }
 

@@ -17,22 +17,12 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// openTest opens a store in dir on a fake clock and closes it when the
-// test ends (closing twice is fine).
+// openTest opens a SQLite store in dir on a fake clock and closes it
+// when the test ends (closing twice is fine). Tests of both engines use
+// testEngine.open.
 func openTest(t testing.TB, dir string, edit ...func(*Conf)) (*Store, *clockwork.FakeClock) {
 	t.Helper()
-	clk := clockwork.NewFakeClockAt(t0)
-	c := Conf{Dir: dir, Clock: clk, Logger: quietLogger()}
-	for _, e := range edit {
-		e(&c)
-	}
-	if c.Clock != clk {
-		clk, _ = c.Clock.(*clockwork.FakeClock)
-	}
-	s, err := Open(context.Background(), c)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s, clk
+	return newTestEngine(t, DriverSQLite).open(t, dir, edit...)
 }
 
 // flush waits until the asynchronous writer has committed everything

@@ -19,37 +19,50 @@ const idemSweepEvery = 256
 // returns the live record of key, or replaces an expired one and inserts a
 // pending reservation. Keys survive restarts; a reservation whose task was
 // created is reported done with its task id, so a retry after a crash
-// finds the task (and never submits it again).
+// finds the task (and never submits it again). Two reservations of one
+// key at once reserve it once, on either engine: the insert is
+// INSERT … ON CONFLICT DO NOTHING on the key, the primary key, and the
+// loser reads the winner's record.
 func (s *Store) Reserve(ctx context.Context, key, tool, argsHash string) (toolapi.IdemRecord, bool, error) {
 	now := s.clock.Now()
 	var (
 		rec      toolapi.IdemRecord
 		reserved bool
 	)
-	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "idempotency", func(tx txn) error {
+		rec, reserved = toolapi.IdemRecord{}, false
 		if s.idemSeen.Add(1)%idemSweepEvery == 0 {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at < ?`, ns(now.Add(-s.conf.IdempotencyTTL))); err != nil {
+			if _, err := tx.exec(ctx, `DELETE FROM idempotency WHERE created_at < ?`, ns(now.Add(-s.conf.IdempotencyTTL))); err != nil {
 				return err
 			}
 		}
-		r, ok, err := lookupIdem(ctx, tx, key)
+		// An expired record of this key makes room for the new one.
+		if _, err := tx.exec(ctx, `DELETE FROM idempotency WHERE key=? AND created_at <= ?`,
+			s.d.key(key), ns(now.Add(-s.conf.IdempotencyTTL))); err != nil {
+			return err
+		}
+		res, err := tx.exec(ctx, `INSERT INTO idempotency(key, tool, args_hash, state, created_at) VALUES(?, ?, ?, ?, ?)
+			ON CONFLICT(key) DO NOTHING`,
+			s.d.key(key), tool, argsHash, string(toolapi.IdemPending), ns(now))
 		if err != nil {
 			return err
 		}
-		if ok && s.live(r, now) {
-			rec = r
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			rec = toolapi.IdemRecord{Key: key, Tool: tool, ArgsHash: argsHash, State: toolapi.IdemPending, CreatedAt: now}
+			reserved = true
 			return nil
 		}
-		if ok {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE key=?`, key); err != nil {
-				return err
-			}
+		r, ok, err := lookupIdem(ctx, s.d, tx, key)
+		if err != nil {
+			return err
 		}
-		rec = toolapi.IdemRecord{Key: key, Tool: tool, ArgsHash: argsHash, State: toolapi.IdemPending, CreatedAt: now}
-		reserved = true
-		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency(key, tool, args_hash, state, created_at) VALUES(?, ?, ?, ?, ?)`,
-			key, tool, argsHash, string(toolapi.IdemPending), ns(now))
-		return err
+		if !ok {
+			return fmt.Errorf("idempotency key was taken and then released while this reservation ran; %w", ErrUnavailable)
+		}
+		rec = r
+		return nil
 	})
 	if err != nil {
 		return toolapi.IdemRecord{}, false, fmt.Errorf("store: reserve idempotency key: %w", err)
@@ -61,11 +74,7 @@ func (s *Store) live(r toolapi.IdemRecord, now time.Time) bool {
 	return now.Sub(r.CreatedAt) < s.conf.IdempotencyTTL
 }
 
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func lookupIdem(ctx context.Context, q queryRower, key string) (toolapi.IdemRecord, bool, error) {
+func lookupIdem(ctx context.Context, d *dialect, q rowQuerier, key string) (toolapi.IdemRecord, bool, error) {
 	var (
 		r         toolapi.IdemRecord
 		state     string
@@ -73,7 +82,7 @@ func lookupIdem(ctx context.Context, q queryRower, key string) (toolapi.IdemReco
 		errJSON   sql.NullString
 		createdAt int64
 	)
-	err := q.QueryRowContext(ctx, `SELECT key, tool, args_hash, state, task_id, error, created_at FROM idempotency WHERE key=?`, key).
+	err := q.queryRow(ctx, `SELECT key, tool, args_hash, state, task_id, error, created_at FROM idempotency WHERE key=?`, d.key(key)).
 		Scan(&r.Key, &r.Tool, &r.ArgsHash, &state, &taskID, &errJSON, &createdAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
@@ -102,9 +111,9 @@ func (s *Store) Complete(ctx context.Context, key, taskID string, errBody *toola
 	if errBody != nil {
 		errJSON = mustJSON(errBody)
 	}
-	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE idempotency SET state=?, task_id=COALESCE(?, task_id), error=? WHERE key=?`,
-			string(toolapi.IdemDone), nullStr(taskID), errJSON, key)
+	err := s.tx(ctx, "idempotency", func(tx txn) error {
+		_, err := tx.exec(ctx, `UPDATE idempotency SET state=?, task_id=COALESCE(?, task_id), error=? WHERE key=?`,
+			string(toolapi.IdemDone), nullStr(taskID), errJSON, s.d.key(key))
 		return err
 	})
 	if err != nil {
@@ -116,8 +125,8 @@ func (s *Store) Complete(ctx context.Context, key, taskID string, errBody *toola
 // Release implements toolapi.IdempotencyStore: a pending reservation that
 // created no task is forgotten.
 func (s *Store) Release(ctx context.Context, key string) error {
-	err := s.tx(ctx, "idempotency", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE key=? AND state=? AND task_id IS NULL`, key, string(toolapi.IdemPending))
+	err := s.tx(ctx, "idempotency", func(tx txn) error {
+		_, err := tx.exec(ctx, `DELETE FROM idempotency WHERE key=? AND state=? AND task_id IS NULL`, s.d.key(key), string(toolapi.IdemPending))
 		return err
 	})
 	if err != nil {
@@ -128,9 +137,9 @@ func (s *Store) Release(ctx context.Context, key string) error {
 
 // Lookup implements toolapi.IdempotencyStore.
 func (s *Store) Lookup(ctx context.Context, key string) (toolapi.IdemRecord, bool, error) {
-	r, ok, err := lookupIdem(ctx, s.r, key)
+	r, ok, err := lookupIdem(ctx, s.d, s, key)
 	if err != nil {
-		return toolapi.IdemRecord{}, false, fmt.Errorf("store: idempotency lookup: %w", err)
+		return toolapi.IdemRecord{}, false, fmt.Errorf("store: idempotency lookup: %w", s.classify(err))
 	}
 	if !ok || !s.live(r, s.clock.Now()) {
 		return toolapi.IdemRecord{}, false, nil

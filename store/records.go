@@ -77,7 +77,7 @@ func (s *Store) redact(tool string, args map[string]any) map[string]any {
 
 // RecordTransition implements actions.Recorder: the transition, the
 // task's new status and an audit record are committed in one transaction
-// (synchronous=FULL) before it returns, so the command the transition
+// (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on) before it returns, so the command the transition
 // implies is sent only once the record is on the disk. The first record of
 // a task (From empty) also ties the task to the idempotency key that is
 // waiting for it, so a retry after a crash finds the task.
@@ -89,12 +89,12 @@ func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord
 	if at.IsZero() {
 		at = s.clock.Now()
 	}
-	return s.tx(ctx, "transition", func(tx *sql.Tx) error {
+	return s.tx(ctx, "transition", func(tx txn) error {
 		if err := insertTransition(ctx, tx, r, at); err != nil {
 			return err
 		}
 		if r.From == "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, principal, created_at, updated_at)
+			if _, err := tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, principal, created_at, updated_at)
 				VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 				r.TaskID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
 				return err
@@ -134,32 +134,45 @@ func orEmpty(m map[string]any) map[string]any {
 	return m
 }
 
-func insertTransition(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord, at time.Time) error {
+func insertTransition(ctx context.Context, tx txn, r actions.TransitionRecord, at time.Time) error {
 	event := string(r.Event)
 	if r.From == "" && event == "" {
 		event = "create"
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO transitions(task_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
+	_, err := tx.exec(ctx, `INSERT INTO transitions(task_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
 		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.TaskID, r.Tool, string(r.From), string(r.To), event, ns(at), r.By, r.Reason, nullStr(r.GrantID), nullStr(r.ApprovalID))
 	return err
 }
 
-func setTaskStatus(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord, at time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE tasks SET status=?, updated_at=MAX(updated_at, ?),
-		approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id) WHERE id=?`,
-		string(r.To), ns(at), nullStr(r.ApprovalID), nullStr(r.GrantID), r.TaskID)
+func setTaskStatus(ctx context.Context, tx txn, r actions.TransitionRecord, at time.Time) error {
+	update := func() (bool, error) {
+		res, err := tx.exec(ctx, `UPDATE tasks SET status=?, updated_at=MAX(updated_at, ?),
+			approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id) WHERE id=?`,
+			string(r.To), ns(at), nullStr(r.ApprovalID), nullStr(r.GrantID), r.TaskID)
+		if err != nil {
+			return false, err
+		}
+		n, err := res.RowsAffected()
+		return n > 0, err
+	}
+	if ok, err := update(); ok || err != nil {
+		return err
+	}
+	// The task's first record was lost (its write failed and the runner
+	// carried on); keep what this one knows. A task row another writer
+	// inserted meanwhile (the runner's view, through the writer) takes
+	// the update instead.
+	res, err := tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		r.TaskID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.By, nullStr(r.ApprovalID), nullStr(r.GrantID), ns(at), ns(at))
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		return nil
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
 	}
-	// The task's first record was lost (its write failed and the runner
-	// carried on); keep what this one knows.
-	_, err = tx.ExecContext(ctx, `INSERT INTO tasks(id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.TaskID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.By, nullStr(r.ApprovalID), nullStr(r.GrantID), ns(at), ns(at))
+	_, err = update()
 	return err
 }
 
@@ -170,12 +183,12 @@ func setTaskStatus(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord, 
 // reservation that never learns its task, and the retry would not find
 // it. With two such reservations waiting at once it cannot tell which
 // request made the task and links neither.
-func linkIdempotency(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord) error {
+func linkIdempotency(ctx context.Context, tx txn, r actions.TransitionRecord) error {
 	prefix := r.By + "\x00"
 	hash := safety.ArgsHash(r.Tool, orEmpty(r.Arguments))
 	// The key's scope separator is a NUL byte, which SQLite's string
 	// functions stop at; the prefix is compared here instead.
-	rows, err := tx.QueryContext(ctx, `SELECT key FROM idempotency
+	rows, err := tx.query(ctx, `SELECT key FROM idempotency
 		WHERE state='pending' AND task_id IS NULL AND tool=? AND args_hash=?`, r.Tool, hash)
 	if err != nil {
 		return err
@@ -198,7 +211,7 @@ func linkIdempotency(ctx context.Context, tx *sql.Tx, r actions.TransitionRecord
 	if len(keys) != 1 {
 		return nil
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE idempotency SET task_id=? WHERE key=? AND task_id IS NULL`, r.TaskID, keys[0])
+	_, err = tx.exec(ctx, `UPDATE idempotency SET task_id=? WHERE key=? AND task_id IS NULL`, r.TaskID, tx.d.key(keys[0]))
 	return err
 }
 
@@ -226,13 +239,13 @@ func (s *Store) SaveApproval(ctx context.Context, a approval.Approval) error {
 	if at.IsZero() {
 		at = now
 	}
-	return s.tx(ctx, "approval", func(tx *sql.Tx) error {
+	return s.tx(ctx, "approval", func(tx txn) error {
 		return s.saveApprovalTx(ctx, tx, a, at, actor)
 	})
 }
 
-func (s *Store) saveApprovalTx(ctx context.Context, tx *sql.Tx, a approval.Approval, at time.Time, actor string) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO approvals(id, task_id, tool, status, data, created_at, updated_at)
+func (s *Store) saveApprovalTx(ctx context.Context, tx txn, a approval.Approval, at time.Time, actor string) error {
+	if _, err := tx.exec(ctx, `INSERT INTO approvals(id, task_id, tool, status, data, created_at, updated_at)
 		VALUES(?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET status=excluded.status, data=excluded.data, updated_at=excluded.updated_at,
 			task_id=COALESCE(excluded.task_id, approvals.task_id)`,
@@ -276,11 +289,11 @@ func (s *Store) SaveGrant(ctx context.Context, g approval.Grant) error {
 	if at.IsZero() {
 		at = s.clock.Now()
 	}
-	return s.tx(ctx, "grant", func(tx *sql.Tx) error { return saveGrantTx(ctx, tx, g, at, actor, "") })
+	return s.tx(ctx, "grant", func(tx txn) error { return saveGrantTx(ctx, tx, g, at, actor, "") })
 }
 
-func saveGrantTx(ctx context.Context, tx *sql.Tx, g approval.Grant, at time.Time, actor, reason string) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO grants(id, kind, tool, status, data, created_at, expires_at, updated_at)
+func saveGrantTx(ctx context.Context, tx txn, g approval.Grant, at time.Time, actor, reason string) error {
+	if _, err := tx.exec(ctx, `INSERT INTO grants(id, kind, tool, status, data, created_at, expires_at, updated_at)
 		VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET status=excluded.status, data=excluded.data, updated_at=excluded.updated_at`,
 		g.ID, string(g.Kind), g.Tool, string(g.Status), mustJSON(g), ns(g.CreatedAt), ns(g.ExpiresAt), ns(at)); err != nil {
@@ -304,14 +317,14 @@ func (s *Store) Task(ctx context.Context, id string) (actions.TaskView, error) {
 		approvalID, sessionID, principal sql.NullString
 		createdAt, updatedAt             int64
 	)
-	err := s.r.QueryRowContext(ctx, `SELECT id, tool, arguments, status, text, progress, result, error, approval_id, session_id,
+	err := s.queryRow(ctx, `SELECT id, tool, arguments, status, text, progress, result, error, approval_id, session_id,
 		principal, created_at, updated_at FROM tasks WHERE id=?`, id).
 		Scan(&v.ID, &v.Tool, &args, &status, &v.Text, &progress, &result, &errJSON, &approvalID, &sessionID, &principal, &createdAt, &updatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return actions.TaskView{}, fmt.Errorf("store: task %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return actions.TaskView{}, fmt.Errorf("store: task %q: %w", id, err)
+		return actions.TaskView{}, fmt.Errorf("store: task %q: %w", id, s.classify(err))
 	}
 	v.Status = fsm.State(status)
 	v.ApprovalID, v.SessionID, v.Principal = approvalID.String, sessionID.String, principal.String
@@ -358,7 +371,7 @@ func (s *Store) Transitions(ctx context.Context, taskID string) ([]Transition, e
 		q += ` WHERE task_id=?`
 		args = append(args, taskID)
 	}
-	rows, err := s.r.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	rows, err := s.query(ctx, q+` ORDER BY seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: transitions: %w", err)
 	}
@@ -381,12 +394,12 @@ func (s *Store) Transitions(ctx context.Context, taskID string) ([]Transition, e
 // Approval returns a stored approval request; ErrNotFound when unknown.
 func (s *Store) Approval(ctx context.Context, id string) (approval.Approval, error) {
 	var data string
-	err := s.r.QueryRowContext(ctx, `SELECT data FROM approvals WHERE id=?`, id).Scan(&data)
+	err := s.queryRow(ctx, `SELECT data FROM approvals WHERE id=?`, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return approval.Approval{}, fmt.Errorf("store: approval %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return approval.Approval{}, fmt.Errorf("store: approval %q: %w", id, err)
+		return approval.Approval{}, fmt.Errorf("store: approval %q: %w", id, s.classify(err))
 	}
 	var a approval.Approval
 	if err := json.Unmarshal([]byte(data), &a); err != nil {
@@ -397,7 +410,7 @@ func (s *Store) Approval(ctx context.Context, id string) (approval.Approval, err
 
 // Approvals returns every stored approval request, oldest first.
 func (s *Store) Approvals(ctx context.Context) ([]approval.Approval, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT data FROM approvals ORDER BY created_at, id`)
+	rows, err := s.query(ctx, `SELECT data FROM approvals ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: approvals: %w", err)
 	}
@@ -421,7 +434,7 @@ func (s *Store) Approvals(ctx context.Context) ([]approval.Approval, error) {
 func (s *Store) Latches(ctx context.Context) (safety.EStopStatus, safety.FaultStatus, error) {
 	var e safety.EStopStatus
 	var f safety.FaultStatus
-	rows, err := s.r.QueryContext(ctx, `SELECT name, active, by, reason, task_id, since FROM latches`)
+	rows, err := s.query(ctx, `SELECT name, active, by, reason, task_id, since FROM latches`)
 	if err != nil {
 		return e, f, fmt.Errorf("store: latches: %w", err)
 	}

@@ -84,7 +84,7 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 	if rep.EStop, rep.Fault, err = s.Latches(ctx); err != nil {
 		return rep, err
 	}
-	err = s.tx(ctx, "recover", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "recover", func(tx txn) error {
 		rep.Interrupted, rep.ExpiredApprovals, rep.EndedGrants, rep.SettledKeys, rep.ReleasedKeys = nil, nil, nil, 0, 0
 		if err := s.interruptTasks(ctx, tx, in, now, &rep); err != nil {
 			return fmt.Errorf("interrupt tasks: %w", err)
@@ -95,19 +95,19 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		if err := s.endGrants(ctx, tx, now, &rep); err != nil {
 			return fmt.Errorf("end grants: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE idempotency SET state=? WHERE state=? AND task_id IS NOT NULL`,
+		res, err := tx.exec(ctx, `UPDATE idempotency SET state=? WHERE state=? AND task_id IS NOT NULL`,
 			string(toolapi.IdemDone), string(toolapi.IdemPending))
 		if err != nil {
 			return err
 		}
 		n, _ := res.RowsAffected()
 		rep.SettledKeys = int(n)
-		if res, err = tx.ExecContext(ctx, `DELETE FROM idempotency WHERE state=? AND task_id IS NULL`, string(toolapi.IdemPending)); err != nil {
+		if res, err = tx.exec(ctx, `DELETE FROM idempotency WHERE state=? AND task_id IS NULL`, string(toolapi.IdemPending)); err != nil {
 			return err
 		}
 		n, _ = res.RowsAffected()
 		rep.ReleasedKeys = int(n)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, metaUnclean); err != nil {
+		if _, err := tx.exec(ctx, `DELETE FROM meta WHERE key=?`, metaUnclean); err != nil {
 			return err
 		}
 		typ, summary := AuditBridgeRestart, "bridge restarted"
@@ -187,9 +187,9 @@ func placeholders(n int) string {
 	return s.String()
 }
 
-func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput, now time.Time, rep *RecoveryReport) error {
+func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now time.Time, rep *RecoveryReport) error {
 	live := liveStates()
-	rows, err := tx.QueryContext(ctx, `SELECT id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
+	rows, err := tx.query(ctx, `SELECT id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput,
 		if err := insertTransition(ctx, tx, tr, now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status=?, text=?, error=?, updated_at=? WHERE id=?`,
+		if _, err := tx.exec(ctx, `UPDATE tasks SET status=?, text=?, error=?, updated_at=? WHERE id=?`,
 			string(fsm.Interrupted), te.Message, mustJSON(errorRecordOf(te)), ns(now), r.id); err != nil {
 			return err
 		}
@@ -250,8 +250,8 @@ func (s *Store) interruptTasks(ctx context.Context, tx *sql.Tx, in RecoverInput,
 	return nil
 }
 
-func (s *Store) expireApprovals(ctx context.Context, tx *sql.Tx, now time.Time, rep *RecoveryReport) error {
-	rows, err := tx.QueryContext(ctx, `SELECT data FROM approvals WHERE status=? ORDER BY created_at`, string(approval.StatusPending))
+func (s *Store) expireApprovals(ctx context.Context, tx txn, now time.Time, rep *RecoveryReport) error {
+	rows, err := tx.query(ctx, `SELECT data FROM approvals WHERE status=? ORDER BY created_at`, string(approval.StatusPending))
 	if err != nil {
 		return err
 	}
@@ -285,8 +285,8 @@ func (s *Store) expireApprovals(ctx context.Context, tx *sql.Tx, now time.Time, 
 	return nil
 }
 
-func (s *Store) endGrants(ctx context.Context, tx *sql.Tx, now time.Time, rep *RecoveryReport) error {
-	rows, err := tx.QueryContext(ctx, `SELECT data FROM grants WHERE status=? ORDER BY created_at`, string(approval.GrantActive))
+func (s *Store) endGrants(ctx context.Context, tx txn, now time.Time, rep *RecoveryReport) error {
+	rows, err := tx.query(ctx, `SELECT data FROM grants WHERE status=? ORDER BY created_at`, string(approval.GrantActive))
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,10 @@ import (
 const (
 	// DefaultFile is the database's file name in the data dir.
 	DefaultFile = "robot-bridge.db"
+	// DefaultPostgresFile names, in the data dir, the marker of a
+	// PostgreSQL store (robot-bridge.postgres.marker): it remembers which
+	// store this bridge used, so an empty or other database is refused.
+	DefaultPostgresFile = "robot-bridge.postgres"
 	// MarkerSuffix names the marker file next to the database
 	// (robot-bridge.db.marker) that remembers a store existed here.
 	MarkerSuffix = ".marker"
@@ -61,7 +65,8 @@ var (
 	// ErrForeign: the database belongs to another store than the marker
 	// names (a file copied in from elsewhere).
 	ErrForeign = errors.New("store database belongs to another data dir")
-	// ErrLocked: another process has the store open.
+	// ErrLocked: another process has the store open (the data dir's lock
+	// file for SQLite, the store's advisory lock on PostgreSQL).
 	ErrLocked = errors.New("store in use")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
@@ -93,10 +98,21 @@ func (e *OpenError) Unwrap() error { return e.Err }
 
 // Conf configures a Store.
 type Conf struct {
-	// Dir is the data dir (required). It is created (mode 0700) if missing.
+	// Driver (optional) is the engine: DriverSQLite or DriverPostgres. It
+	// defaults to DriverSQLite.
+	Driver Driver
+	// DSN is the PostgreSQL connection string, a URL or key=value pairs
+	// (required for DriverPostgres, refused for DriverSQLite). It is a
+	// secret: the store never logs it, and its errors name the database
+	// without the password.
+	DSN string
+	// Dir is the data dir (required for DriverSQLite; for DriverPostgres
+	// it holds only the marker and may be empty). It is created (mode
+	// 0700) if missing.
 	Dir string
 	// File (optional) is the database file name inside Dir. It defaults to
-	// DefaultFile.
+	// DefaultFile; for DriverPostgres it names the marker and defaults to
+	// DefaultPostgresFile.
 	File string
 	// Clock (optional) stamps records the callers did not stamp and drives
 	// idempotency expiry. It defaults to the real clock.
@@ -104,8 +120,9 @@ type Conf struct {
 	// Logger (optional). It defaults to slog.Default(); the store adds
 	// component=store.
 	Logger *slog.Logger
-	// BusyTimeout (optional) is how long a write waits for SQLite's lock.
-	// It defaults to 5s.
+	// BusyTimeout (optional) is how long a write waits for SQLite's lock
+	// or, on PostgreSQL, for a connection and the store's write lock. It
+	// defaults to 5s.
 	BusyTimeout time.Duration
 	// QueueSize (optional) bounds the asynchronous writer's queue of safety
 	// events and task updates. It defaults to 4096; a full queue drops the
@@ -131,11 +148,11 @@ type Conf struct {
 	// "audit", "recover") and how long it took, for metrics.
 	ObserveWrite func(op string, d time.Duration)
 	// QuickCheck (optional) runs SQLite's PRAGMA quick_check at Open when
-	// true. It defaults to true; a very large store may turn it off at the
+	// true (SQLite only). It defaults to true; a very large store may turn it off at the
 	// price of finding corruption later, on first use.
 	QuickCheck *bool
 
-	// synchronous overrides synchronous=FULL; benchmarks only.
+	// synchronous overrides synchronous=FULL (SQLite); benchmarks only.
 	synchronous string
 	// beforeBatch runs before every asynchronous commit; tests and
 	// benchmarks use it to simulate a slow disk.
@@ -144,7 +161,10 @@ type Conf struct {
 
 // Info describes the database Open found.
 type Info struct {
-	// Path is the database file.
+	// Driver is the engine.
+	Driver Driver `json:"driver"`
+	// Path is the database file, or for PostgreSQL the database without
+	// its password (postgres://user@host:port/name).
 	Path string `json:"path"`
 	// StoreID identifies this store; the marker file repeats it.
 	StoreID string `json:"store_id"`
@@ -164,7 +184,7 @@ type Info struct {
 	Migrated      []int `json:"migrated,omitempty"`
 }
 
-// Store is the SQLite store. It implements actions.Recorder,
+// Store is the durable store, on SQLite or PostgreSQL. It implements actions.Recorder,
 // actions.Observer, approval.Store, safety.Observer and
 // toolapi.IdempotencyStore. All methods are safe for concurrent use.
 type Store struct {
@@ -172,9 +192,11 @@ type Store struct {
 	log   *slog.Logger
 	clock clockwork.Clock
 	info  Info
-	lock  *os.File
-	w     *sql.DB // the one writer connection
-	r     *sql.DB // read-only connections (audit, task lookups)
+	d     *dialect
+	lock  *os.File   // SQLite: the data dir's lock
+	own   *ownerLock // PostgreSQL: the store's advisory lock
+	w     *sql.DB    // SQLite: the one writer connection; PostgreSQL: the pool
+	r     *sql.DB    // SQLite: read-only connections; PostgreSQL: the pool again
 
 	q        chan item // safety events for the writer goroutine
 	seq      atomic.Uint64
@@ -190,6 +212,7 @@ type Store struct {
 	dropped  atomic.Int64
 	lastErr  atomic.Pointer[error]
 	idemSeen atomic.Int64 // reserves since the last expiry sweep
+	password string       // PostgreSQL: the DSN's password, removed from error texts
 }
 
 // marker is the content of the marker file.
@@ -202,14 +225,28 @@ type marker struct {
 // sqliteHeader is the first 16 bytes of every SQLite 3 database.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
-// Open opens (creating on a first start) the store in conf.Dir, checks
-// it, applies pending migrations and starts the asynchronous writer.
+// Open opens (creating on a first start) the store — the SQLite file in
+// conf.Dir, or the PostgreSQL database conf.DSN names — checks it,
+// applies pending migrations and starts the asynchronous writer.
 func Open(ctx context.Context, conf Conf) (*Store, error) {
-	if strings.TrimSpace(conf.Dir) == "" {
+	drv, err := ParseDriver(string(conf.Driver))
+	if err != nil {
+		return nil, fmt.Errorf("store: Conf.Driver: %w", err)
+	}
+	conf.Driver = drv
+	switch {
+	case drv == DriverSQLite && strings.TrimSpace(conf.Dir) == "":
 		return nil, errors.New("store: Conf.Dir is required")
+	case drv == DriverSQLite && conf.DSN != "":
+		return nil, errors.New("store: Conf.DSN is for the postgres driver; the sqlite store lives in Conf.Dir")
+	case drv == DriverPostgres && strings.TrimSpace(conf.DSN) == "":
+		return nil, errors.New("store: Conf.DSN is required for the postgres driver")
 	}
 	if conf.File == "" {
 		conf.File = DefaultFile
+		if drv == DriverPostgres {
+			conf.File = DefaultPostgresFile
+		}
 	}
 	if strings.ContainsAny(conf.File, `/\?#`) {
 		return nil, fmt.Errorf("store: Conf.File %q must be a plain file name", conf.File)
@@ -245,15 +282,42 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	if conf.synchronous == "" {
 		conf.synchronous = "FULL"
 	}
-	quick := conf.QuickCheck == nil || *conf.QuickCheck
-	if err := os.MkdirAll(conf.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: data dir: %w", err)
+	if conf.Dir != "" {
+		if err := os.MkdirAll(conf.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: data dir: %w", err)
+		}
 	}
+	s := &Store{
+		conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, d: sqliteDialect,
+		q: make(chan item, conf.QueueSize), latches: newLatchLane(), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.info.Driver = drv
+	if drv == DriverPostgres {
+		s.d = postgresDialect
+		err = s.openPostgres(ctx)
+	} else {
+		err = s.openSQLite(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	go s.writer()
+	s.log.Info("store opened", "driver", string(drv), "path", s.info.Path, "store_id", s.info.StoreID, "fresh", s.info.Fresh,
+		"clean_shutdown", s.info.CleanShutdown, "schema_version", s.info.SchemaVersion, "migrated", s.info.Migrated)
+	return s, nil
+}
+
+// openSQLite opens the SQLite file: the data dir's lock, the marker, the
+// header and quick_check, migrations, the claim and the readers.
+func (s *Store) openSQLite(ctx context.Context) error {
+	conf := s.conf
+	quick := conf.QuickCheck == nil || *conf.QuickCheck
 	path := filepath.Join(conf.Dir, conf.File)
 	markerPath := path + MarkerSuffix
 	lock, err := lockDir(path + LockSuffix)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
 	opened := false
 	defer func() {
@@ -261,10 +325,11 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 			_ = unlockDir(lock)
 		}
 	}()
+	s.lock = lock
 
 	mk, haveMarker, err := readMarker(markerPath)
 	if err != nil {
-		return nil, &OpenError{
+		return &OpenError{
 			Path: path, Problem: "its marker file " + markerPath + " is unreadable: " + err.Error(),
 			Remedy: "repair or remove the marker (removing it lets a missing database start empty)", Err: ErrCorrupt,
 		}
@@ -272,54 +337,45 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	fi, statErr := os.Stat(path)
 	exists := statErr == nil
 	if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
-		return nil, fmt.Errorf("store: %s: %w", path, statErr)
+		return fmt.Errorf("store: %s: %w", path, statErr)
 	}
 	switch {
 	case !exists && haveMarker:
-		return nil, &OpenError{
+		return &OpenError{
 			Path: path, Err: ErrMissing,
 			Problem: fmt.Sprintf("the database is missing, but %s says store %s was created here at %s; starting empty would forget latched faults, approvals and the audit trail",
 				filepath.Base(markerPath), mk.StoreID, mk.CreatedAt.Format(time.RFC3339)),
 			Remedy: "restore the database file (with its -wal file) from a backup, or delete the marker to start a new, empty store on purpose",
 		}
 	case exists && fi.IsDir():
-		return nil, &OpenError{Path: path, Problem: "is a directory", Err: ErrCorrupt}
+		return &OpenError{Path: path, Problem: "is a directory", Err: ErrCorrupt}
 	case exists && fi.Size() == 0 && haveMarker:
-		return nil, &OpenError{
+		return &OpenError{
 			Path: path, Err: ErrCorrupt,
 			Problem: "the database file is empty, but the marker says store " + mk.StoreID + " lived here",
 			Remedy:  "restore the database from a backup, or delete both files to start a new, empty store on purpose",
 		}
 	case exists && fi.Size() > 0:
 		if err := checkHeader(path); err != nil {
-			return nil, &OpenError{
+			return &OpenError{
 				Path: path, Problem: err.Error(), Err: ErrCorrupt,
 				Remedy: "move the file aside and restore a backup; the bridge will not start on a store it cannot read",
 			}
 		}
 	}
 	fresh := !exists || fi.Size() == 0
-
-	s := &Store{
-		conf: conf, log: conf.Logger.With("component", "store"), clock: conf.Clock, lock: lock,
-		q: make(chan item, conf.QueueSize), latches: newLatchLane(), views: map[string]taskUpdate{}, viewsSig: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{}),
-	}
 	s.info.Path = path
 	s.info.Fresh = fresh
 
 	if s.w, err = sql.Open("sqlite", dsn(path, conf.BusyTimeout, conf.synchronous, false)); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s.w.SetMaxOpenConns(1)
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxLifetime(0)
-	fail := func(err error) (*Store, error) {
-		_ = s.w.Close()
-		if s.r != nil {
-			_ = s.r.Close()
-		}
-		return nil, err
+	fail := func(err error) error {
+		s.closeDBs()
+		return err
 	}
 	if err := s.w.PingContext(ctx); err != nil {
 		return fail(&OpenError{
@@ -335,47 +391,72 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 			})
 		}
 	}
-	applied, version, err := migrate(ctx, s.w, s.clock.Now())
-	if err != nil {
-		if errors.Is(err, errTooNew) {
-			return fail(&OpenError{
-				Path: path, Problem: err.Error(), Err: ErrCorrupt,
-				Remedy: "run the robot-bridge build that wrote it, or restore a backup",
-			})
-		}
-		return fail(&OpenError{
-			Path: path, Problem: "migration failed: " + err.Error(), Err: ErrCorrupt,
-			Remedy: "nothing was changed by the failed migration; restore a backup or report the error",
-		})
-	}
-	s.info.SchemaVersion, s.info.Migrated = version, applied
-
-	id, unclean, err := s.claim(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("store: %s: %w", path, err))
-	}
-	s.info.StoreID, s.info.CleanShutdown, s.info.UncleanSince = id, unclean.IsZero() && !fresh, unclean
-	if haveMarker && mk.StoreID != id {
-		return fail(&OpenError{
-			Path: path, Err: ErrForeign,
-			Problem: fmt.Sprintf("the database is store %s, but the marker names store %s", id, mk.StoreID),
-			Remedy:  "put the right database back, or replace the marker on purpose",
-		})
-	}
-	if !haveMarker {
-		if err := writeMarker(markerPath, marker{StoreID: id, Database: conf.File, CreatedAt: s.clock.Now().UTC()}); err != nil {
-			return fail(fmt.Errorf("store: write marker %s: %w", markerPath, err))
-		}
+	if err := s.migrateAndClaim(ctx, path, markerPath, mk, haveMarker, fresh); err != nil {
+		return fail(err)
 	}
 	if s.r, err = sql.Open("sqlite", dsn(path, conf.BusyTimeout, conf.synchronous, true)); err != nil {
 		return fail(fmt.Errorf("store: open %s for reading: %w", path, err))
 	}
 	s.r.SetMaxOpenConns(4)
-	go s.writer()
 	opened = true
-	s.log.Info("store opened", "path", path, "store_id", id, "fresh", fresh, "clean_shutdown", s.info.CleanShutdown,
-		"schema_version", version, "migrated", applied)
-	return s, nil
+	return nil
+}
+
+// migrateAndClaim is the part of opening both engines share: migrations,
+// the claim (store id, crash memory), and the marker's check or first
+// write. where names the database in errors.
+func (s *Store) migrateAndClaim(ctx context.Context, where, markerPath string, mk marker, haveMarker, fresh bool) error {
+	applied, version, err := migrate(ctx, s.d, s.w, s.clock.Now())
+	if err != nil {
+		err = s.classify(err)
+		if errors.Is(err, errTooNew) {
+			return &OpenError{
+				Path: where, Problem: err.Error(), Err: ErrCorrupt,
+				Remedy: "run the robot-bridge build that wrote it, or restore a backup",
+			}
+		}
+		if errors.Is(err, ErrUnavailable) {
+			return fmt.Errorf("store: %s: migration: %w", where, err)
+		}
+		return &OpenError{
+			Path: where, Problem: "migration failed: " + err.Error(), Err: ErrCorrupt,
+			Remedy: "nothing was changed by the failed migration; restore a backup or report the error",
+		}
+	}
+	s.info.SchemaVersion, s.info.Migrated = version, applied
+
+	id, unclean, err := s.claim(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", where, err)
+	}
+	s.info.StoreID, s.info.CleanShutdown, s.info.UncleanSince = id, unclean.IsZero() && !fresh, unclean
+	if haveMarker && mk.StoreID != id {
+		return &OpenError{
+			Path: where, Err: ErrForeign,
+			Problem: fmt.Sprintf("the database is store %s, but the marker names store %s", id, mk.StoreID),
+			Remedy:  "put the right database back, or replace the marker on purpose",
+		}
+	}
+	if !haveMarker && markerPath != "" {
+		if err := writeMarker(markerPath, marker{StoreID: id, Database: s.markerDatabase(), CreatedAt: s.clock.Now().UTC()}); err != nil {
+			return fmt.Errorf("store: write marker %s: %w", markerPath, err)
+		}
+	}
+	return nil
+}
+
+// closeDBs closes the database handles (the readers may be the writer's
+// pool, on PostgreSQL).
+func (s *Store) closeDBs() {
+	if s.r != nil && s.r != s.w {
+		_ = s.r.Close()
+	}
+	if s.w != nil {
+		_ = s.w.Close()
+	}
+	if s.own != nil {
+		s.own.close()
+	}
 }
 
 func dsn(path string, busy time.Duration, sync string, readOnly bool) string {
@@ -452,12 +533,12 @@ const (
 // until Recover settles it: only a run that recovered the store may
 // forget a crash.
 func (s *Store) claim(ctx context.Context) (id string, unclean time.Time, err error) {
-	err = s.tx(ctx, "meta", func(tx *sql.Tx) error {
+	err = s.tx(ctx, "meta", func(tx txn) error {
 		var v string
-		switch err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='store_id'`).Scan(&v); {
+		switch err := tx.queryRow(ctx, `SELECT value FROM meta WHERE key='store_id'`).Scan(&v); {
 		case errors.Is(err, sql.ErrNoRows):
 			v = newID()
-			if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('store_id', ?), ('created_at', ?)`,
+			if _, err := tx.exec(ctx, `INSERT INTO meta(key, value) VALUES('store_id', ?), ('created_at', ?)`,
 				v, s.clock.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 				return err
 			}
@@ -489,17 +570,17 @@ func (s *Store) claim(ctx context.Context) (id string, unclean time.Time, err er
 	return id, unclean, err
 }
 
-func metaValue(ctx context.Context, tx *sql.Tx, key string) (string, bool, error) {
+func metaValue(ctx context.Context, tx txn, key string) (string, bool, error) {
 	var v string
-	err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
+	err := tx.queryRow(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
 	return v, err == nil, err
 }
 
-func setMeta(ctx context.Context, tx *sql.Tx, key, value string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?)
+func setMeta(ctx context.Context, tx txn, key, value string) error {
+	_, err := tx.exec(ctx, `INSERT INTO meta(key, value) VALUES(?, ?)
 		ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, value)
 	return err
 }
@@ -508,6 +589,14 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// markerDatabase is what the marker says the store's database is.
+func (s *Store) markerDatabase() string {
+	if s.d.driver == DriverPostgres {
+		return s.info.Path
+	}
+	return s.conf.File
 }
 
 func readMarker(path string) (marker, bool, error) {
@@ -572,7 +661,8 @@ func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
 // Healthy reports whether the store can take writes: it is open, no latch
 // change waits after a failed commit, its last write did not fail, and
-// SQLite's write lock can be taken (for /readyz).
+// a write transaction can begin — SQLite's write lock, a live PostgreSQL
+// connection — (for /readyz).
 func (s *Store) Healthy(ctx context.Context) error {
 	s.closeMu.RLock()
 	closed := s.closed
@@ -588,7 +678,13 @@ func (s *Store) Healthy(ctx context.Context) error {
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: not writable: %w", err)
+		return fmt.Errorf("store: not writable: %w", s.classify(err))
+	}
+	if s.own != nil {
+		if err := s.own.check(ctx, txn{tx, s.d}); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("store: not writable: %w", err)
+		}
 	}
 	return tx.Rollback()
 }
@@ -610,19 +706,29 @@ func (s *Store) Close() error {
 	var errs []error
 	if n, err := s.latches.failing(); n > 0 {
 		errs = append(errs, fmt.Errorf("%d %w (shutdown not marked clean): %w", n, ErrLatchNotRecorded, err))
-	} else if _, err := s.w.Exec(`UPDATE meta SET value='0' WHERE key='running'`); err != nil {
+	} else if err := s.tx(context.Background(), "meta", func(tx txn) error {
+		_, err := tx.exec(context.Background(), `UPDATE meta SET value='0' WHERE key='running'`)
+		return err
+	}); err != nil {
 		errs = append(errs, fmt.Errorf("mark clean shutdown: %w", err))
 	}
-	// A checkpoint folds the WAL into the database file, so a backup of
-	// the .db file alone is complete after a clean shutdown.
-	if _, err := s.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		s.log.Warn("WAL checkpoint on close failed", "err", err)
+	if s.d.driver == DriverSQLite {
+		// A checkpoint folds the WAL into the database file, so a backup
+		// of the .db file alone is complete after a clean shutdown.
+		if _, err := s.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			s.log.Warn("WAL checkpoint on close failed", "err", err)
+		}
 	}
-	if err := s.r.Close(); err != nil {
-		errs = append(errs, err)
+	if s.r != s.w {
+		if err := s.r.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := s.w.Close(); err != nil {
 		errs = append(errs, err)
+	}
+	if s.own != nil {
+		s.own.close()
 	}
 	if err := unlockDir(s.lock); err != nil {
 		errs = append(errs, err)
@@ -630,25 +736,22 @@ func (s *Store) Close() error {
 	if len(errs) > 0 {
 		return fmt.Errorf("store: close: %w", errors.Join(errs...))
 	}
-	s.log.Info("store closed", "path", s.info.Path, "dropped", s.dropped.Load())
+	s.log.Info("store closed", "driver", string(s.d.driver), "path", s.info.Path, "dropped", s.dropped.Load())
 	return nil
 }
 
 // tx runs fn in one write transaction and records its duration and
-// failure.
-func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+// failure. It is never retried here: a transaction whose commit failed
+// may or may not have landed, and the caller treats it as not written.
+// On PostgreSQL the transaction first takes the store's write lock, so
+// commits happen one at a time in seq order, as on SQLite's one writer
+// connection (the audit cursor relies on it), and checks that this
+// process still holds the store.
+func (s *Store) tx(ctx context.Context, op string, fn func(tx txn) error) error {
 	start := time.Now()
-	tx, err := s.w.BeginTx(ctx, nil)
+	err := s.tx1(ctx, fn)
 	if err != nil {
-		s.noteErr(op, err)
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		s.noteErr(op, err)
-		return err
-	}
-	if err := tx.Commit(); err != nil {
+		err = s.classify(err)
 		s.noteErr(op, err)
 		return err
 	}
@@ -657,6 +760,30 @@ func (s *Store) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) er
 		s.conf.ObserveWrite(op, time.Since(start))
 	}
 	return nil
+}
+
+func (s *Store) tx1(ctx context.Context, fn func(tx txn) error) error {
+	if s.own != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.conf.BusyTimeout)
+		defer cancel()
+	}
+	sqlTx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	tx := txn{sqlTx, s.d}
+	if s.own != nil {
+		if err := s.own.check(ctx, tx); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	return sqlTx.Commit()
 }
 
 func (s *Store) noteErr(op string, err error) {
