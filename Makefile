@@ -11,7 +11,7 @@ CRASH_ITERATIONS ?= 200
 CRASH_SEED ?=
 # Debian packages the integration tests meet for real: a ROS master and
 # peers, an MQTT broker and clients, a browser for the console, promtool.
-TEST_DEBS := ros-core python3-rospy python3-actionlib python3-actionlib-msgs python3-move-base-msgs python3-nav-msgs python3-sensor-msgs python3-geometry-msgs python3-std-msgs python3-trajectory-msgs mosquitto mosquitto-clients chromium prometheus
+TEST_DEBS := ros-core python3-rospy python3-actionlib python3-actionlib-msgs python3-move-base-msgs python3-nav-msgs python3-sensor-msgs python3-geometry-msgs python3-std-msgs python3-trajectory-msgs mosquitto mosquitto-clients chromium prometheus postgresql
 
 .DEFAULT_GOAL := help
 
