@@ -58,6 +58,9 @@ type Conf struct {
 	Out io.Writer
 	// Clock (optional) defaults to the real clock.
 	Clock clockwork.Clock
+	// Store (optional) chooses the store's engine (StoreConf). It
+	// defaults to the SQLite file in DataDir.
+	Store StoreConf
 }
 
 // driver is what the bridge needs of a transport beyond safety.Driver:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +21,8 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// durable is the bridge's memory and measurements: the SQLite store in the
-// data dir (transitions, approvals, grants, safety events, latches,
+// durable is the bridge's memory and measurements: the store — SQLite in
+// the data dir, or PostgreSQL (Conf.Store) — (transitions, approvals, grants, safety events, latches,
 // idempotency keys, the audit trail) and the Prometheus metrics fed by the
 // same observers. It implements safety.Observer and actions.Observer by
 // feeding both; the supervisor and the runner call it after they have
@@ -42,6 +44,76 @@ var (
 	_ toolapi.Tasks    = durableTasks{}
 )
 
+// Environment variables of the store (Conf.Env).
+const (
+	// EnvStore names the store's engine, "sqlite" or "postgres", when
+	// Conf.Store.Driver is empty.
+	EnvStore = "ROBOT_BRIDGE_STORE"
+	// EnvStoreDSN is the PostgreSQL connection string. It is a secret:
+	// never logged, never in an error.
+	EnvStoreDSN = "ROBOT_BRIDGE_STORE_DSN"
+	// EnvStoreDSNFile names a file holding the connection string (a
+	// mounted secret), when Conf.Store.DSNFile is empty.
+	EnvStoreDSNFile = "ROBOT_BRIDGE_STORE_DSN_FILE"
+)
+
+// StoreConf chooses the bridge's store. The zero value is the SQLite
+// file in the data dir.
+type StoreConf struct {
+	// Driver (optional) is "sqlite" or "postgres". It defaults to
+	// $ROBOT_BRIDGE_STORE, else sqlite.
+	Driver string
+	// DSNFile (optional) is a file whose first line is the PostgreSQL
+	// connection string. It defaults to $ROBOT_BRIDGE_STORE_DSN_FILE; with
+	// neither, the DSN is $ROBOT_BRIDGE_STORE_DSN. There is no flag for
+	// the DSN itself: a command line is visible to every user of the
+	// machine.
+	DSNFile string
+}
+
+// storeEngine resolves Conf.Store and the environment into the store's
+// driver and DSN. Its errors name where the DSN was looked for, never
+// the DSN.
+func (b *Bridge) storeEngine() (store.Driver, string, error) {
+	env := b.conf.Env
+	name := b.conf.Store.Driver
+	if name == "" {
+		name = env(EnvStore)
+	}
+	drv, err := store.ParseDriver(name)
+	if err != nil {
+		return "", "", err
+	}
+	file := b.conf.Store.DSNFile
+	if file == "" {
+		file = env(EnvStoreDSNFile)
+	}
+	dsn := env(EnvStoreDSN)
+	if drv == store.DriverSQLite {
+		if dsn != "" || file != "" {
+			return "", "", fmt.Errorf("a PostgreSQL DSN is configured (%s or a DSN file) but the store is sqlite; "+
+				"choose the postgres store (--store postgres or %s=postgres) or remove the DSN", EnvStoreDSN, EnvStore)
+		}
+		return drv, "", nil
+	}
+	if file != "" {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return "", "", fmt.Errorf("the store's DSN file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(raw), "\n")
+		if dsn = strings.TrimSpace(line); dsn == "" {
+			return "", "", fmt.Errorf("the store's DSN file %s is empty", file)
+		}
+		return drv, dsn, nil
+	}
+	if strings.TrimSpace(dsn) == "" {
+		return "", "", fmt.Errorf("the postgres store needs a connection string: set %s, or name a file holding it with --store-dsn-file or %s",
+			EnvStoreDSN, EnvStoreDSNFile)
+	}
+	return drv, dsn, nil
+}
+
 // openDurable opens (or, on a first start, creates) the store and creates
 // the metrics. It fails with the store's explanation when the database is
 // corrupt, or missing from a data dir that had one: the bridge must not
@@ -53,8 +125,12 @@ func (b *Bridge) openDurable() error {
 	if err != nil {
 		return fmt.Errorf("bridge: tool registry: %w", err)
 	}
+	drv, dsn, err := b.storeEngine()
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
 	st, err := store.Open(context.Background(), store.Conf{
-		Dir: b.conf.DataDir, Clock: b.clock, Logger: b.conf.Logger,
+		Driver: drv, DSN: dsn, Dir: b.conf.DataDir, Clock: b.clock, Logger: b.conf.Logger,
 		Redact: reg.Redact, OnDrop: m.StoreDropped, ObserveWrite: m.StoreWrite,
 	})
 	if err != nil {
@@ -244,8 +320,9 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 
 // closeDurable is the store's release: it records the shutdown of a
 // bridge that started (one that never recovered the store has nothing to
-// record) and closes the store, giving up its file lock. Stop runs it
-// after the supervisor's stop and before the driver's last one.
+// record) and closes the store, giving up its lock (the data dir's lock
+// file, or PostgreSQL's advisory lock). Stop runs it after the
+// supervisor's stop and before the driver's last one.
 func (b *Bridge) closeDurable(ctx context.Context) error {
 	b.dur.mu.Lock()
 	recovered := b.dur.recovered

@@ -307,3 +307,21 @@ func TestIdempotency_ConcurrentReservesOfOneKeyMakeOneTask(t *testing.T) {
 		require.Len(t, all, 1)
 	})
 }
+
+func TestPostgres_HealthyAgainOnceTheServerIsBack(t *testing.T) {
+	// Given a store whose last write failed because the server was down
+	pg := pgtest.New(t)
+	s, err := Open(context.Background(), Conf{Driver: DriverPostgres, DSN: pg.CreateDB(t), Clock: clockwork.NewFakeClockAt(t0), Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	require.NoError(t, pg.Stop())
+	_, _, err = s.Reserve(ctx, "agent\x00k", "grasp", "h")
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, s.Healthy(ctx), ErrUnavailable)
+	// When the server is back, and nothing has written since
+	require.NoError(t, pg.Start())
+	// Then the store reports itself writable (for /readyz), without a
+	// write having to prove it first
+	require.Eventually(t, func() bool { return s.Healthy(ctx) == nil }, 30*time.Second, 10*time.Millisecond)
+}

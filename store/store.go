@@ -660,7 +660,9 @@ func (s *Store) Info() Info {
 func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
 // Healthy reports whether the store can take writes: it is open, no latch
-// change waits after a failed commit, its last write did not fail, and
+// change waits after a failed commit, its last write did not fail (or
+// failed only because the database could not be reached, which the probe
+// below settles), and
 // a write transaction can begin — SQLite's write lock, a live PostgreSQL
 // connection — (for /readyz).
 func (s *Store) Healthy(ctx context.Context) error {
@@ -673,7 +675,8 @@ func (s *Store) Healthy(ctx context.Context) error {
 	if n, err := s.latches.failing(); n > 0 && err != nil {
 		return fmt.Errorf("store: %d %w: %w", n, ErrLatchNotRecorded, err)
 	}
-	if p := s.lastErr.Load(); p != nil {
+	p := s.lastErr.Load()
+	if p != nil && !errors.Is(*p, ErrUnavailable) {
 		return fmt.Errorf("store: last write failed: %w", *p)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -683,10 +686,19 @@ func (s *Store) Healthy(ctx context.Context) error {
 	if s.own != nil {
 		if err := s.own.check(ctx, txn{tx, s.d}); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("store: not writable: %w", err)
+			return fmt.Errorf("store: not writable: %w", s.classify(err))
 		}
 	}
-	return tx.Rollback()
+	if err := tx.Rollback(); err != nil {
+		return fmt.Errorf("store: not writable: %w", s.classify(err))
+	}
+	// The last write failed only because the database could not be
+	// reached, and now it can: the store is writable again without
+	// waiting for the next write to prove it.
+	if p != nil {
+		s.lastErr.CompareAndSwap(p, nil)
+	}
+	return nil
 }
 
 // Close drains the asynchronous writer, marks the shutdown clean and

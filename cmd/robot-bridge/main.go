@@ -17,6 +17,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/bridge"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/store"
 )
 
 const defaultConfig = "hw-configs/sim-mobile-manipulator.yaml"
@@ -50,9 +51,10 @@ func commands() []command {
 				"written. Then it takes the API tokens from ROBOT_BRIDGE_AGENT_TOKEN and\n" +
 				"ROBOT_BRIDGE_OPERATOR_TOKEN or from <data-dir>/tokens.json (its \"agent\" and\n" +
 				"\"operator\" keys; generated with mode 0600 when the file is missing and the\n" +
-				"two variables are not both set), opens the store <data-dir>/robot-bridge.db,\n" +
-				"brings the robot link up and serves until SIGINT or SIGTERM, when it stops\n" +
-				"the robot and shuts down.",
+				"two variables are not both set), opens the store (<data-dir>/robot-bridge.db;\n" +
+				"with --store postgres, the PostgreSQL database ROBOT_BRIDGE_STORE_DSN or the\n" +
+				"--store-dsn-file names), brings the robot link up and serves until SIGINT\n" +
+				"or SIGTERM, when it stops the robot and shuts down.",
 			run: serve,
 		},
 		{
@@ -237,6 +239,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "`HOST:PORT` of the HTTP API, MCP, gRPC, console and metrics (port 0 picks a free one)")
 	dataDir := fs.String("data-dir", "./var", "`DIR` for the store (robot-bridge.db) and the generated tokens (tokens.json)")
 	logLevel := fs.String("log-level", "info", "`LEVEL` of the JSON log on stderr: debug, info, warn or error")
+	storeDriver := fs.String("store", "", "the store's `ENGINE`: sqlite (the default: <data-dir>/robot-bridge.db) or postgres "+
+		"(the database "+bridge.EnvStoreDSN+" names; default $"+bridge.EnvStore+")")
+	storeDSNFile := fs.String("store-dsn-file", "", "`FILE` whose first line is the PostgreSQL connection string, instead of "+
+		bridge.EnvStoreDSN+" (default $"+bridge.EnvStoreDSNFile+")")
 	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -249,6 +255,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		sayln(stderr, "robot-bridge:", err)
 		return 2
+	}
+	if *storeDriver != "" {
+		if _, err := store.ParseDriver(*storeDriver); err != nil {
+			sayln(stderr, "robot-bridge: --store:", err)
+			return 2
+		}
 	}
 	cfg, err := hwconfig.Load(*configPath)
 	if err != nil {
@@ -269,6 +281,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Logger:   logger,
 		Env:      os.Getenv,
 		Out:      stdout,
+		Store:    bridge.StoreConf{Driver: *storeDriver, DSNFile: *storeDSNFile},
 	})
 	if err != nil {
 		sayln(stderr, "robot-bridge:", err)
