@@ -1,8 +1,14 @@
 // Package store is robot-bridge's durable memory (ARCHITECTURE.md, invariant
-// 8): one SQLite file in the data dir, opened through the pure-Go driver
-// modernc.org/sqlite in WAL mode with synchronous=FULL, so a record is on
-// the disk when its write returns and a crash of the bridge — kill -9
-// included — loses nothing that was acknowledged.
+// 8): by default one SQLite file in the data dir, opened through the
+// pure-Go driver modernc.org/sqlite in WAL mode with synchronous=FULL, or
+// (Conf.Driver postgres) a PostgreSQL database reached through pgx with
+// synchronous_commit=on — either way a record is on the disk when its
+// write returns and a crash of the bridge — kill -9 included — loses
+// nothing that was acknowledged. Both engines run the same code over
+// database/sql; a dialect (engine.go) covers what differs, and each has
+// its own versioned migrations (migrations/<engine>/). A database that
+// cannot be reached is ErrUnavailable, never retried inside the store,
+// and the store resumes when it is back (docs/DESIGN.md §3.7).
 //
 // It holds tasks and every lifecycle transition, approval requests and
 // decisions, grants, safety events (e-stop, faults, monitor trips, stops),
@@ -22,7 +28,7 @@
 // that queue: they travel in their own unbounded lane to the same writer,
 // committed in order with the events around them, never dropped, and tried
 // again until written when a commit fails (Healthy reports them meanwhile).
-// SyncLatches waits until they are on the disk; the bridge answers an
+// SyncLatches waits until they are committed; the bridge answers an
 // operator's e-stop, reset or clear only then, after the stop has gone out,
 // so an acknowledged e-stop survives a crash.
 //
@@ -33,9 +39,11 @@
 // the fault the bridge latches for it (RecoverInput.CrashFault).
 //
 // A data dir remembers that it had a store: a marker file written next to
-// the database the first time it is created. A missing database with a
-// marker, or a database that fails SQLite's quick_check, is a clear error
-// at Open, never a silent empty start that would forget a latched fault.
+// the database the first time it is created (for PostgreSQL, naming the
+// store it used). A missing or empty database with a marker, another
+// store's database, or a SQLite file that fails quick_check, is a clear
+// error at Open, never a silent empty start that would forget a latched
+// fault.
 //
 // On start the bridge calls Recover before its API opens: every task found
 // live becomes interrupted (the transition and an audit record written),
