@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
@@ -324,4 +325,37 @@ func TestPostgres_HealthyAgainOnceTheServerIsBack(t *testing.T) {
 	// Then the store reports itself writable (for /readyz), without a
 	// write having to prove it first
 	require.Eventually(t, func() bool { return s.Healthy(ctx) == nil }, 30*time.Second, 10*time.Millisecond)
+}
+
+func TestPostgres_AWrongPasswordIsAClearErrorWithoutThePassword(t *testing.T) {
+	// Given a DSN with a wrong password
+	e := newTestEngine(t, DriverPostgres)
+	good := e.dsn(t, t.TempDir())
+	bad := strings.Replace(good, pgtest.Password, "Wr0ng-Secret-42", 1)
+	require.NotEqual(t, good, bad)
+	logs := &syncBuffer{}
+	// When the store opens it
+	_, err := Open(context.Background(), Conf{Driver: DriverPostgres, DSN: bad, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	// Then the error says what the server said and names the database,
+	// and neither it nor the log holds the password
+	require.ErrorContains(t, err, "password authentication failed")
+	require.ErrorContains(t, err, "postgres://bridge@"+e.pg.Addr())
+	require.NotContains(t, err.Error(), "Wr0ng-Secret-42")
+	require.NotContains(t, logs.String(), "Wr0ng-Secret-42")
+}
+
+func FuzzSafeText(f *testing.F) {
+	for _, s := range []string{"", "plain", "nul\x00byte", "bad \xff utf8", "\x00\x00", "ünïcödé"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := safeText(s)
+		// PostgreSQL's text takes it: valid UTF-8, no NUL byte
+		require.True(t, utf8.ValidString(out))
+		require.NotContains(t, out, "\x00")
+		// And text it already took is kept as it is
+		if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+			require.Equal(t, s, out)
+		}
+	})
 }
