@@ -118,14 +118,16 @@ func New(t testing.TB) *Server {
 
 // BinDir finds PostgreSQL's server binaries: pg_config --bindir, else
 // Debian's /usr/lib/postgresql/<version>/bin.
-func BinDir() (string, error) {
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+func BinDir() (string, error) { return binDir("pg_config", "/usr/lib/postgresql/*/bin/initdb") }
+
+func binDir(pgConfig, glob string) (string, error) {
+	if out, err := exec.Command(pgConfig, "--bindir").Output(); err == nil {
 		d := strings.TrimSpace(string(out))
 		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
 			return d, nil
 		}
 	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	matches, _ := filepath.Glob(glob)
 	if len(matches) == 0 {
 		return "", fmt.Errorf("PostgreSQL's initdb was not found (pg_config --bindir, /usr/lib/postgresql/*/bin); install it with `%s`", Install)
 	}

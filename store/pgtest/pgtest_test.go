@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,4 +43,16 @@ func TestShared_ServesADatabasePerTestAndSurvivesARestart(t *testing.T) {
 	var v string
 	require.Eventually(t, func() bool { return db.QueryRowContext(ctx, `SELECT v FROM kept`).Scan(&v) == nil }, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, "before", v)
+}
+
+func TestBinDir_AMissingPostgreSQLSaysHowToInstallIt(t *testing.T) {
+	// Given a machine without pg_config and without Debian's server
+	_, err := binDir("pg_config-not-installed", filepath.Join(t.TempDir(), "*", "bin", "initdb"))
+	// Then the error says what is missing and the command that installs it
+	require.ErrorContains(t, err, "initdb was not found")
+	require.ErrorContains(t, err, "apt-get install -y postgresql")
+	// And on this machine it is found
+	d, err := BinDir()
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(d, "postgres"))
 }
