@@ -30,6 +30,8 @@ const chromiumPath = "/usr/bin/chromium"
 type browser struct {
 	t   *testing.T
 	ctx context.Context
+	// width and height are the page's size in CSS pixels.
+	width, height int
 
 	mu    sync.Mutex
 	shots []shot // guarded by mu
@@ -43,6 +45,13 @@ type shot struct {
 // startBrowser starts a fresh headless Chromium (its own profile under
 // t.TempDir()) with a laptop-sized window.
 func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	return startBrowserAt(t, 1280, 900)
+}
+
+// startBrowserAt starts a fresh headless Chromium whose page is exactly
+// width × height CSS pixels (a laptop is 1280×800, a tablet 768×1024).
+func startBrowserAt(t *testing.T, width, height int) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the console tests drive Debian's headless Chromium, but %s is missing (%v); install it: apt-get install -y chromium", chromiumPath, err)
@@ -61,7 +70,7 @@ func startBrowser(t *testing.T) *browser {
 		// /dev/shm is small in containers; Chromium crashes when it fills.
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(width, height),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
@@ -77,7 +86,27 @@ func startBrowser(t *testing.T) *browser {
 	// The first call on the tab's context starts the browser; it must not
 	// carry a timeout, or the timeout would end the browser.
 	require.NoError(t, chromedp.Do(ctx), "start %s", chromiumPath)
+	b.width, b.height = width, height
+	b.run("viewport", 10*time.Second, chromedp.EmulateViewport(int64(width), int64(height)))
 	return b
+}
+
+// screenshotDir is where the console tests write the screenshots of the
+// console's main states, for a reviewer (README, "The operator console").
+// It is git-ignored.
+const screenshotDir = "../test-output/console"
+
+// keepShot writes a screenshot of the viewport to screenshotDir as
+// <width>x<height>-<name>.png, whether or not the test fails.
+func (b *browser) keepShot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(b.t, err, "screenshot %s", name)
+	require.NoError(b.t, os.MkdirAll(screenshotDir, 0o755))
+	p := filepath.Join(screenshotDir, fmt.Sprintf("%dx%d-%s.png", b.width, b.height, sanitize(name)))
+	require.NoError(b.t, os.WriteFile(p, png, 0o644))
 }
 
 // run runs actions with a deadline, naming the step on failure.

@@ -806,7 +806,7 @@
           tabindex: 0, 'data-approval-id': a.id, 'data-task-id': a.task_id || '', 'data-tool': a.tool,
           'aria-label': `Request from ${a.requested_by}: ${a.preview}. Press Enter to approve after confirming.`,
         });
-        li.append(
+        li.append(...[
           el('div', { class: 'preview', text: a.preview }),
           jointTable(a),
           el('div', { class: 'meta', text: `${a.tool} · requested by ${a.requested_by}${a.session_id ? ' (session ' + a.session_id + ')' : ''} · task ${a.task_id || '–'}` }),
@@ -817,7 +817,7 @@
             el('button', { type: 'button', class: 'danger', 'aria-label': `Deny: ${a.preview}`, onclick: () => denyFlow(a.id) }, 'Deny…'),
             el('button', { type: 'button', 'aria-label': `Approve and grant for a while: ${a.preview}`, onclick: () => grantFlow(a.id) }, 'Grant for minutes…'),
           ),
-        );
+        ].filter(Boolean));
         // Enter on the request itself opens the confirmation, which starts
         // on Cancel. It opens on the key's release, not its press, so the
         // same keystroke cannot also press a button in the dialog, and a
