@@ -123,7 +123,9 @@ func (r *Runner) execute(t *task) {
 				_ = r.fire(t, fsm.EvPause, trOpts{by: pi.By, reason: pi.Reason, mutate: func(t *task) {
 					t.paused, t.pauseStep = pv, pi.Step
 					t.text = pausedText(pi.Reason, pi.By, pi.EndsAt)
-					t.progress.Text = progressPaused
+					// The task's text says it is paused; a progress phrase
+					// would say it again.
+					t.progress.Text = ""
 				}})
 			},
 			BeforeResume: func(by string) error {

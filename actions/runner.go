@@ -248,10 +248,18 @@ func (r *Runner) List() []TaskView {
 }
 
 // Wait returns when the task is terminal, max has elapsed or ctx ends,
-// with the task's view at that moment.
+// with the task's view at that moment. It also returns as soon as an
+// operator pauses the task, so the agent learns of the pause at once; a
+// wait that begins on a paused task waits until the pause ends (resumed
+// or ended), so a waiting agent never spins on a held task.
 func (r *Runner) Wait(ctx context.Context, id string, max time.Duration) (TaskView, error) {
 	r.mu.Lock()
 	t, ok := r.tasks[id]
+	var ch chan struct{}
+	var start fsm.State
+	if ok {
+		ch, start = t.changed, t.m.State()
+	}
 	r.mu.Unlock()
 	if !ok {
 		return TaskView{}, notFoundTask(id)
@@ -259,10 +267,24 @@ func (r *Runner) Wait(ctx context.Context, id string, max time.Duration) (TaskVi
 	if max > 0 {
 		tm := r.clock.NewTimer(max)
 		defer tm.Stop()
-		select {
-		case <-t.done:
-		case <-tm.Chan():
-		case <-ctx.Done():
+	wait:
+		for {
+			select {
+			case <-t.done:
+				break wait
+			case <-tm.Chan():
+				break wait
+			case <-ctx.Done():
+				break wait
+			case <-ch:
+				r.mu.Lock()
+				ch = t.changed
+				st := t.m.State()
+				r.mu.Unlock()
+				if (st == fsm.Paused) != (start == fsm.Paused) {
+					break wait
+				}
+			}
 		}
 	} else {
 		select {

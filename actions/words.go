@@ -232,7 +232,6 @@ func progressText(doing string, toGo float64, hasTarget bool, fraction float64) 
 const (
 	progressFinished = "finished"
 	progressStopSent = "stop sent"
-	progressPaused   = "paused, robot held at rest"
 )
 
 // --- a task's end ---

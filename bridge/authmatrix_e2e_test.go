@@ -305,6 +305,13 @@ func matrix() []routeCase {
 		// refused before the supervisor is asked.
 		{pattern: "POST /v1/faults/clear", method: "POST", path: "/v1/faults/clear", need: toolapi.RoleOperator, opWant: 200},
 
+		// Pause, resume and abort of a running task (operator only; issue
+		// 14). The fixture's task awaits approval, so the operator's call
+		// is refused as a conflict and changes nothing.
+		{pattern: "POST /v1/tasks/{id}/pause", method: "POST", path: "/v1/tasks/{task}/pause", body: map[string]any{"reason": "matrix"}, need: toolapi.RoleOperator, opWant: 409},
+		{pattern: "POST /v1/tasks/{id}/resume", method: "POST", path: "/v1/tasks/{task}/resume", need: toolapi.RoleOperator, opWant: 409},
+		{pattern: "POST /v1/tasks/{id}/abort", method: "POST", path: "/v1/tasks/{task}/abort", need: toolapi.RoleOperator, opWant: 409},
+
 		// Audit trail (operator only; issue 6).
 		{pattern: "GET /v1/audit", method: "GET", path: "/v1/audit?limit=5", need: toolapi.RoleOperator, opWant: 200},
 		{pattern: "GET /v1/audit/export", method: "GET", path: "/v1/audit/export?type=task", need: toolapi.RoleOperator, opWant: 200},

@@ -295,6 +295,7 @@ func (b *Bridge) mountRoutes() {
 		b.api.Mount("/v1/sim/", sim.NewHTTPHandler(b.sim, b.conf.Logger), toolapi.RoleOperator)
 	}
 	b.api.Mount("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}), toolapi.RolePublic)
+	b.mountPause()
 	b.mountConsole()
 	b.mountGRPC()
 	b.handler = b.api.Handler()

@@ -184,6 +184,9 @@ var forwardRoutes = []string{
 	"POST /console/api/faults/clear",
 	"GET /console/api/safety",
 	"POST /console/api/tasks/{id}/cancel",
+	"POST /console/api/tasks/{id}/pause",
+	"POST /console/api/tasks/{id}/resume",
+	"POST /console/api/tasks/{id}/abort",
 }
 
 // Routes lists every console route with its method ("GET /console/", …),

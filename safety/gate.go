@@ -188,7 +188,7 @@ func (s *Supervisor) stoppedSinceAdmit(a Authorization) string {
 		return "a stop was requested"
 	case held && a.TaskID != "" && !a.recovery && h.kind == holdPause:
 		return "an operator paused the task"
-	case held && a.TaskID != "" && !a.recovery:
+	case held && a.TaskID != "" && !a.recovery && h.kind == holdAbort:
 		return "an operator aborted the task"
 	case s.closed:
 		return "the bridge began shutting down"

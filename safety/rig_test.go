@@ -255,16 +255,48 @@ func (a *authLog) authorized(task string) bool {
 type hookRecorder struct {
 	mu sync.Mutex
 	on map[fsm.Event]func(actions.TransitionRecord)
+	// fail makes recording a transition by the event fail (a disk that
+	// refuses writes).
+	fail map[fsm.Event]error
+	// seen lists every transition recorded so far.
+	seen []actions.TransitionRecord
 }
 
 func (h *hookRecorder) RecordTransition(_ context.Context, tr actions.TransitionRecord) error {
 	h.mu.Lock()
 	f := h.on[tr.Event]
+	err := h.fail[tr.Event]
+	if err == nil {
+		h.seen = append(h.seen, tr)
+	}
 	h.mu.Unlock()
 	if f != nil {
 		f(tr)
 	}
-	return nil
+	return err
+}
+
+// failOn makes recording ev fail with err (nil: succeed again).
+func (h *hookRecorder) failOn(ev fsm.Event, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail == nil {
+		h.fail = map[fsm.Event]error{}
+	}
+	h.fail[ev] = err
+}
+
+// recorded returns the transitions of task recorded so far, in order.
+func (h *hookRecorder) recorded(task string) []actions.TransitionRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []actions.TransitionRecord
+	for _, tr := range h.seen {
+		if tr.TaskID == task {
+			out = append(out, tr)
+		}
+	}
+	return out
 }
 
 // when runs f each time a transition by ev is being recorded.

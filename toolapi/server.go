@@ -618,6 +618,8 @@ func StatusPhrase(st fsm.State) string {
 		return "has an operator's approval and is starting"
 	case fsm.Executing:
 		return "is executing"
+	case fsm.Paused:
+		return "is held by an operator"
 	case fsm.Stopping:
 		return "is stopping"
 	case fsm.Recovering:

@@ -1,0 +1,412 @@
+package safety_test
+
+// Invariant 13 (nothing moves while paused), checked on the simulator's
+// own command log, odometer and ground truth: once an operator's pause is
+// accepted no command of the task reaches the robot until it is resumed,
+// the robot stays where it came to rest, a robot that moves anyway
+// latches a fault, and a pause ends only by a resume (the same task goes
+// on to its target), an abort or the pause limit (the failed-motion path),
+// or whatever ends any live task (cancel, stop, e-stop).
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+func withMaxPause(d time.Duration) rigOpt {
+	return func(c *hwconfig.Config) { c.Safety.MaxPause = hwconfig.Duration(d) }
+}
+
+type taskAnswer struct {
+	v   actions.TaskView
+	err error
+}
+
+// answer lets robot time pass until call answers (it needs the robot to
+// be seen at rest, or the motion loop to take it), at most 15 s.
+func (r *rig) answer(what string, call func() (actions.TaskView, error)) (actions.TaskView, error) {
+	r.t.Helper()
+	ch := make(chan taskAnswer, 1)
+	go func() { v, err := call(); ch <- taskAnswer{v, err} }()
+	var got taskAnswer
+	ok := r.stepUntil(15*time.Second, func() bool {
+		select {
+		case got = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	require.True(r.t, ok, "%s never answered", what)
+	return got.v, got.err
+}
+
+func (r *rig) pause(id, reason string) (actions.TaskView, error) {
+	return r.answer("the pause", func() (actions.TaskView, error) {
+		return r.run.Pause(context.Background(), id, "operator-1", reason)
+	})
+}
+
+func (r *rig) resume(id string) (actions.TaskView, error) {
+	return r.answer("the resume", func() (actions.TaskView, error) {
+		return r.run.Resume(context.Background(), id, "operator-1")
+	})
+}
+
+// moving starts a base motion to (x, 0) and lets it drive for a second.
+func (r *rig) moving(x float64) actions.TaskView {
+	r.t.Helper()
+	v := r.mustSubmit("move_base_to", map[string]any{"x": x, "y": 0.0})
+	r.approve(v)
+	r.stepFor(time.Second)
+	require.Equal(r.t, fsm.Executing, r.get(v.ID).Status)
+	return v
+}
+
+// requireHeld checks invariant 13 over d of robot time: no command of the
+// task reached the robot since at, and the robot did not move at all.
+func (r *rig) requireHeld(id string, at logIndex, d time.Duration) {
+	r.t.Helper()
+	odo, pose := r.sim.Odometer(), r.sim.Truth().Base
+	r.stepFor(d)
+	require.Empty(r.t, r.commandsOfTaskSince(id, at), "a command of the paused task reached the robot")
+	require.Equal(r.t, odo, r.sim.Odometer(), "the robot moved while paused")
+	require.Equal(r.t, pose, r.sim.Truth().Base)
+	require.Equal(r.t, fsm.Paused, r.get(id).Status)
+}
+
+func TestInvariant13_NothingMovesWhilePausedThenResumeSucceeds(t *testing.T) {
+	r := newRig(t)
+	// Given a base motion under way
+	v := r.moving(3.0)
+	before := r.logLen()
+
+	// When an operator pauses it
+	pv, err := r.pause(v.ID, "a person walked into the aisle")
+
+	// Then it answers paused once the robot is at rest, saying why
+	require.NoError(t, err)
+	require.Equal(t, fsm.Paused, pv.Status)
+	require.NotNil(t, pv.Paused)
+	require.Equal(t, "operator-1", pv.Paused.By)
+	require.Equal(t, "a person walked into the aisle", pv.Paused.Reason)
+	require.Equal(t, 5*time.Minute, pv.Paused.EndsAt.Sub(pv.Paused.Since))
+	require.Contains(t, pv.Text, "Paused by the operator: a person walked into the aisle.")
+	require.True(t, r.atRest())
+	require.NotEmpty(t, r.stopsAfter(time.Time{}), "the pause sent no stop")
+	require.Empty(t, r.commandsOfTaskSince(v.ID, before), "the pause sent a motion command")
+
+	// And nothing moves for far longer than the stall timeout and the
+	// motion's deadline
+	at := r.logLen()
+	r.requireHeld(v.ID, at, 15*time.Second)
+
+	// And the gate refuses the task's commands, and a new call is busy
+	// naming the paused task
+	err = r.sup.Admit(safety.Authorization{TaskID: v.ID, Tool: "move_base_to", Args: v.Arguments},
+		robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 3}}})
+	require.ErrorIs(t, err, safety.ErrPaused)
+	_, err = r.submit("move_arm_to", map[string]any{"pose": "ready"})
+	require.Error(t, err)
+	te := toolerr.As(err)
+	require.Equal(t, toolerr.RobotBusy, te.Type)
+	require.Contains(t, te.Message, v.ID)
+	require.Contains(t, te.Message, "paused")
+
+	// When the operator resumes it
+	rv, err := r.resume(v.ID)
+
+	// Then the same task goes on and reaches its target
+	require.NoError(t, err)
+	require.Equal(t, fsm.Executing, rv.Status)
+	require.Nil(t, rv.Paused)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Succeeded, v.Status, "%v", v.Error)
+	tr := r.sim.Truth().Base
+	require.InDelta(t, 3.0, tr.X, 0.06)
+	require.InDelta(t, 0.0, tr.Y, 0.06)
+	// And the pause and the resume were recorded with who did them, the
+	// resume before its command was sent
+	var evs []fsm.Event
+	for _, rec := range r.rec.recorded(v.ID) {
+		evs = append(evs, rec.Event)
+		if rec.Event == fsm.EvPause {
+			require.Equal(t, "operator-1", rec.By)
+			require.Equal(t, "a person walked into the aisle", rec.Reason)
+		}
+		if rec.Event == fsm.EvResume {
+			require.Equal(t, "operator-1", rec.By)
+		}
+	}
+	require.Equal(t, []fsm.Event{"", fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart, fsm.EvPause, fsm.EvResume, fsm.EvSucceed}, evs, "the creation, then every transition")
+	require.NoError(t, r.checkEveryCommandAuthorized())
+}
+
+func TestInvariant13_PauseThenAbortRecovers(t *testing.T) {
+	r := newRig(t)
+	armReady(r)
+	v := r.moving(3.0)
+	_, err := r.pause(v.ID, "check the load")
+	require.NoError(t, err)
+	at := r.logLen()
+
+	// When the operator aborts the paused task
+	av, err := r.answer("the abort", func() (actions.TaskView, error) {
+		return r.run.Abort(context.Background(), v.ID, "operator-1", "load is loose")
+	})
+
+	// Then it leaves paused at once and ends recovered: the arm back in
+	// its safe pose, no command of the task itself sent after the pause
+	require.NoError(t, err)
+	require.NotEqual(t, fsm.Paused, av.Status)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Recovered, v.Status, "%v", v.Error)
+	require.Contains(t, v.Error.Message, "move_base_to was aborted by operator operator-1 (load is loose); robot stopped")
+	for _, e := range r.commandsOfTaskSince(v.ID, at) {
+		_, rec := taskOfCommand(e.ID)
+		require.True(t, rec, "command %s of the aborted task is not the supervisor's recovery", e.ID)
+	}
+	require.NotEmpty(t, r.commandsOfTaskSince(v.ID, at), "no recovery motion")
+	require.False(t, r.sup.Status().Fault.Latched)
+}
+
+func TestInvariant13_PauseLimitEndsThroughRecovery(t *testing.T) {
+	r := newRig(t, withMaxPause(2*time.Second))
+	armReady(r)
+	v := r.moving(3.0)
+	pv, err := r.pause(v.ID, "waiting for the lift")
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, pv.Paused.EndsAt.Sub(pv.Paused.Since))
+	at := r.logLen()
+
+	// When the pause outlasts safety.max_pause
+	v = r.waitTerminal(v.ID, 20*time.Second)
+
+	// Then the task ends through the recovery path, saying why
+	require.Equal(t, fsm.Recovered, v.Status, "%v", v.Error)
+	require.Contains(t, v.Error.Message, "move_base_to ended: it was paused for longer than 2.0 s; robot stopped; arm returned to")
+	for _, e := range r.commandsOfTaskSince(v.ID, at) {
+		_, rec := taskOfCommand(e.ID)
+		require.True(t, rec, "command %s after the pause is not the supervisor's recovery", e.ID)
+	}
+}
+
+func TestInvariant13_RobotMovedWhilePausedLatchesFault(t *testing.T) {
+	r := newRig(t)
+	w, ok := r.world.(*inprocWorld)
+	require.True(t, ok)
+	v := r.moving(3.0)
+	_, err := r.pause(v.ID, "inspect")
+	require.NoError(t, err)
+	at := r.logLen()
+
+	// When something other than the bridge drives the held robot
+	require.NoError(t, w.s.Command(robot.Command{ID: "rogue-1", Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 0.5, Y: 1.0}}}))
+
+	// Then the supervisor stops it and latches a fault
+	v = r.waitTerminal(v.ID, 10*time.Second)
+	require.Equal(t, fsm.Fault, v.Status, "%v", v.Error)
+	st := r.sup.Status()
+	require.True(t, st.Fault.Latched)
+	require.Contains(t, st.Fault.Reason, "the robot moved while it was paused")
+	require.Empty(t, r.commandsOfTaskSince(v.ID, at), "the bridge sent a command of the task after the pause")
+	require.NotEmpty(t, r.stopsAfter(r.sim.CommandLog()[at].Time), "no stop after the robot moved")
+}
+
+func TestInvariant13_PauseWinsOverACommandInFlight(t *testing.T) {
+	r := newRig(t)
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 2.5, "y": 0.0})
+	release := make(chan struct{})
+	held := make(chan error, 1)
+	paused := make(chan taskAnswer, 1)
+	var once sync.Once
+	r.drv.setFailSend(func(robot.Command) error {
+		once.Do(func() {
+			// Given the first command in the driver's hands, When the
+			// operator pauses the task now
+			go func() {
+				pv, err := r.run.Pause(context.Background(), v.ID, "operator-1", "hold on")
+				paused <- taskAnswer{pv, err}
+			}()
+			var err error
+			if !pollFor(10*time.Second, func() bool {
+				return errors.Is(r.sup.Admit(safety.Authorization{TaskID: v.ID, Tool: "move_base_to"}, robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{}}), safety.ErrPaused)
+			}) {
+				err = errTimeout
+			}
+			held <- err
+			close(release)
+		})
+		<-release
+		return nil
+	})
+	r.approve(v)
+	require.NoError(t, receive(t, held, 15*time.Second, "the first command never reached the driver"))
+	var got taskAnswer
+	require.True(t, r.stepUntil(15*time.Second, func() bool {
+		select {
+		case got = <-paused:
+			return true
+		default:
+			return false
+		}
+	}), "the pause never answered")
+	require.NoError(t, got.err)
+	require.Equal(t, fsm.Paused, got.v.Status)
+
+	// Then the command in flight was followed by a stop, and nothing of
+	// the task follows while paused
+	var ops []string
+	for _, e := range r.sim.CommandLog() {
+		ops = append(ops, e.Op)
+	}
+	require.GreaterOrEqual(t, len(ops), 3, "%v", ops)
+	require.Equal(t, []string{"stop", "command", "stop"}, ops[:3], "the pause's stop went out before the command, another right after it")
+	r.requireStopAfterLastCommand(v.ID)
+	r.requireHeld(v.ID, r.logLen(), 5*time.Second)
+	require.Len(t, r.commandsOfTaskSince(v.ID, 0), 1)
+
+	// And a resume takes it to its target
+	_, err := r.resume(v.ID)
+	require.NoError(t, err)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Succeeded, v.Status, "%v", v.Error)
+}
+
+func TestInvariant13_TwoResumesAtOnceMoveOnce(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	_, err := r.pause(v.ID, "hold")
+	require.NoError(t, err)
+	at := r.logLen()
+
+	// Given a resume being recorded (under the gate's lock, before its
+	// command leaves), When a second resume arrives right then
+	second := make(chan error, 1)
+	r.rec.when(fsm.EvResume, func(actions.TransitionRecord) {
+		res := make(chan error, 1)
+		go func() { _, err := r.run.Resume(context.Background(), v.ID, "operator-2"); res <- err }()
+		select {
+		case err := <-res:
+			second <- err
+		case <-time.After(2 * time.Second):
+			second <- errors.New("the second resume was not refused at once: it waits to be taken as well")
+		}
+	})
+	_, err = r.resume(v.ID)
+	require.NoError(t, err)
+
+	// Then the second is refused, and the robot got exactly one command
+	err = receive(t, second, 15*time.Second, "the second resume never ran")
+	require.Error(t, err)
+	require.Equal(t, toolerr.Conflict, toolerr.As(err).Type, "%v", err)
+	require.Contains(t, toolerr.As(err).Message, "already being resumed")
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Succeeded, v.Status, "%v", v.Error)
+	require.Len(t, r.commandsOfTaskSince(v.ID, at), 1, "one resume, one command")
+}
+
+func TestInvariant13_RefusedResumeLeavesItPaused(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	_, err := r.pause(v.ID, "hold")
+	require.NoError(t, err)
+	at := r.logLen()
+
+	// Given a store that refuses to record the resume
+	r.rec.failOn(fsm.EvResume, errors.New("disk full"))
+	// When the operator resumes
+	rv, err := r.resume(v.ID)
+	// Then nothing is sent and the task stays paused
+	require.Error(t, err)
+	require.Contains(t, toolerr.As(err).Message, "The task stays paused")
+	require.Equal(t, fsm.Paused, rv.Status)
+	r.requireHeld(v.ID, at, 2*time.Second)
+
+	// When the store records again, Then the resume goes through
+	r.rec.failOn(fsm.EvResume, nil)
+	_, err = r.resume(v.ID)
+	require.NoError(t, err)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Succeeded, v.Status, "%v", v.Error)
+}
+
+func TestInvariant13_WhatEndsALiveTaskEndsAPausedOne(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(r *rig, v actions.TaskView)
+		want fsm.State
+	}{
+		{"cancel_task", func(r *rig, v actions.TaskView) {
+			_, err := r.answer("the cancel", func() (actions.TaskView, error) { return r.run.Cancel(context.Background(), v.ID, "agent-1") })
+			require.NoError(r.t, err)
+		}, fsm.Cancelled},
+		{"stop tool", func(r *rig, _ actions.TaskView) {
+			_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
+			require.NoError(r.t, err)
+		}, fsm.Cancelled},
+		{"e-stop", func(r *rig, _ actions.TaskView) {
+			require.NoError(r.t, r.sup.EStop(context.Background(), "operator-2", "test"))
+		}, fsm.EStopped},
+		{"grant revoked", func(r *rig, v actions.TaskView) {
+			a, err := r.appr.Get(v.ApprovalID)
+			require.NoError(r.t, err)
+			_, err = r.appr.Revoke(context.Background(), a.GrantID, "operator-2")
+			require.NoError(r.t, err)
+		}, fsm.Cancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			v := r.moving(3.0)
+			_, err := r.pause(v.ID, "hold")
+			require.NoError(t, err)
+			at := r.logLen()
+			// When it ends the paused task
+			tc.end(r, v)
+			// Then the task ends as any live task would, nothing moved,
+			// and no fault latched
+			v = r.waitTerminal(v.ID, 15*time.Second)
+			require.Equal(t, tc.want, v.Status, "%v", v.Error)
+			require.Empty(t, r.commandsOfTaskSince(v.ID, at))
+			require.False(t, r.sup.Status().Fault.Latched, "%+v", r.sup.Status().Fault)
+			require.Less(t, math.Abs(r.sim.Truth().Velocity.V), 1e-9)
+		})
+	}
+}
+
+func TestPause_RefusedWhenNotExecuting(t *testing.T) {
+	r := newRig(t)
+	// Given a task that already succeeded
+	v := r.runTask("move_base_to", map[string]any{"x": 1.0, "y": 0.0})
+	// When an operator pauses, resumes or aborts it
+	for name, call := range map[string]func() (actions.TaskView, error){
+		"pause":  func() (actions.TaskView, error) { return r.run.Pause(context.Background(), v.ID, "operator-1", "x") },
+		"resume": func() (actions.TaskView, error) { return r.run.Resume(context.Background(), v.ID, "operator-1") },
+		"abort":  func() (actions.TaskView, error) { return r.run.Abort(context.Background(), v.ID, "operator-1", "x") },
+	} {
+		got, err := call()
+		// Then it is a CONFLICT naming the status, and nothing changed
+		require.Error(t, err, name)
+		te := toolerr.As(err)
+		require.Equal(t, toolerr.Conflict, te.Type, name)
+		require.Contains(t, te.Message, "it succeeded", name)
+		require.Equal(t, fsm.Succeeded, got.Status, name)
+	}
+	// And an unknown task is NOT_FOUND
+	_, err := r.run.Pause(context.Background(), "task-nope", "operator-1", "x")
+	require.Equal(t, toolerr.NotFound, toolerr.As(err).Type)
+}
