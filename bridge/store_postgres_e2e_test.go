@@ -123,12 +123,26 @@ func TestStorePostgres_OutageIsUnavailableAndNothingMovesThenCallsWorkAgain(t *t
 	// And the bridge is not ready
 	code, _ := h.do("GET", "/readyz", "", nil)
 	require.Equal(t, http.StatusServiceUnavailable, code)
+	// And an e-stop pressed now latches at once, and its answer says it is
+	// in force but not recorded
+	code, body := h.do("POST", "/v1/estop", h.agent, map[string]any{"reason": "outage drill"})
+	require.Equal(t, http.StatusServiceUnavailable, code, "%v", body)
+	require.Equal(t, "UNAVAILABLE", body["error"].(map[string]any)["type"], "%v", body)
+	require.Equal(t, true, safetyStatus(h)["estop"].(map[string]any)["active"])
 
 	// When the server is back, with the same bridge process
 	require.NoError(t, pg.Start())
 
-	// Then the bridge is ready again and the same call works
+	// Then the e-stop reaches the database by the store's own retry, and
+	// the bridge is ready again
+	require.Eventually(t, func() bool {
+		es, _, err := b.Store().Latches(context.Background())
+		return err == nil && es.Active && es.Reason == "outage drill"
+	}, 30*time.Second, 20*time.Millisecond)
 	h.waitReady()
+	code, body = h.do("POST", "/v1/estop/reset", h.operator, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	// And the same call works
 	id2 := taskID(t, h.call("move_base_to", args(map[string]any{"x": 0.8, "y": 0}, "idempotency_key", "k-during")))
 	h.approve(id2)
 	require.Equal(t, "succeeded", taskData(h.waitTask(id2, 20*time.Second))["status"])
