@@ -336,3 +336,9 @@ func bootBridge(tb testing.TB, edit func(*hwconfig.Config)) (*Bridge, string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// contextWithTimeout is the tab's context with a deadline, for a call
+// that needs chromedp.Run's result.
+func contextWithTimeout(b *browser, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, d)
+}

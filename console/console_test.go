@@ -248,7 +248,7 @@ func TestStatic_EmbeddedAndSelfContained(t *testing.T) {
 		require.Contains(t, csp, d)
 	}
 	require.Equal(t, "nosniff", w.Header().Get("X-Content-Type-Options"))
-	for _, want := range []string{`aria-label="Emergency stop"`, `aria-label="Pending approvals"`, `aria-label="Audit trail"`, `id="map"`} {
+	for _, want := range []string{`aria-label="E-STOP: Emergency stop"`, `aria-label="Pending approvals"`, `aria-label="Audit trail"`, `id="map"`} {
 		require.Contains(t, w.Body.String(), want)
 	}
 	require.Equal(t, http.StatusOK, f.serve("GET", "/console/console.js", "", nil).Code)

@@ -815,7 +815,7 @@
           el('div', { class: 'row-actions' },
             el('button', { type: 'button', class: 'primary', 'aria-label': `Approve: ${a.preview}`, onclick: () => approveFlow(a.id) }, 'Approve…'),
             el('button', { type: 'button', class: 'danger', 'aria-label': `Deny: ${a.preview}`, onclick: () => denyFlow(a.id) }, 'Deny…'),
-            el('button', { type: 'button', 'aria-label': `Approve and grant for a while: ${a.preview}`, onclick: () => grantFlow(a.id) }, 'Grant for minutes…'),
+            el('button', { type: 'button', 'aria-label': `Approve and grant for minutes: ${a.preview}`, onclick: () => grantFlow(a.id) }, 'Approve and grant for minutes…'),
           ),
         ].filter(Boolean));
         // Enter on the request itself opens the confirmation, which starts
