@@ -87,7 +87,11 @@ func (r *Runner) execute(t *task) {
 		Deadline: p.deadline,
 		Hooks: safety.Hooks{
 			BeforeStart: func() error {
+				// Where the robot is as its first command leaves: a cancel
+				// that finds it still there says it never moved.
+				start, _, _ := r.sup.Latest()
 				return r.fire(t, fsm.EvStart, trOpts{by: "supervisor", mustRecord: true, mutate: func(t *task) {
+					t.startState = start
 					t.text = startedText(p.describe(0))
 					t.progress = Progress{Fraction: 0, Text: p.describe(0)}
 				}})
@@ -222,6 +226,17 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 			}
 			stop.By = by
 			out.Stop = &stop
+		}
+		r.mu.Lock()
+		start := t.startState
+		r.mu.Unlock()
+		if !movedSince(start, st) {
+			// The first command left but the robot never moved: the task
+			// was cancelled before it moved, which is no failure and no
+			// distance short of anything (issue 14).
+			text := cancelledBeforeMovedText(t.req.Tool, *out.Stop, out.StopConfirmed, whereNow(r.cfg, nil, st, untouched))
+			_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: out.Stop.Detail() + "; robot confirmed stopped before it moved", mutate: func(t *task) { t.text = text }})
+			break
 		}
 		e := cancelledError(t.req.Tool, out, progressWords(r.view(t)), where)
 		_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: out.Stop.Detail() + "; robot confirmed stopped", mutate: func(t *task) { t.err, t.text = e, e.Message }})

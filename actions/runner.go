@@ -14,6 +14,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
@@ -142,6 +143,7 @@ type task struct {
 	cancelBy   string
 	paused     *PauseView
 	pauseStep  int
+	startState robot.State
 }
 
 // NewRunner validates conf and returns a runner.

@@ -297,7 +297,10 @@ func TestCancel_ExecutingReportsCancelledOnlyWhenStopped(t *testing.T) {
 		}
 	}()
 	require.Equal(t, fsm.Cancelled, v.Status)
-	require.Contains(t, v.Error.Message, "move_arm_to was stopped after it had barely started because the agent cancelled it; robot stopped.")
+	// The held robot never moved: it was cancelled before it moved, no
+	// failure (issue 14).
+	require.Nil(t, v.Error)
+	require.Contains(t, v.Text, "move_arm_to was cancelled before it moved: the agent cancelled it; robot stopped.")
 	require.Len(t, b.bot.commands(), 1, "a cancel never starts recovery")
 }
 

@@ -364,6 +364,35 @@ func cancelledError(tool string, out safety.Outcome, progress, where string) *to
 	return e.With("stop_confirmed", out.StopConfirmed)
 }
 
+// cancelledBeforeMovedText is the text of a task whose stop was
+// requested after its first command left but before the robot moved at
+// all: "move_base_to was cancelled before it moved: agent-1 cancelled it;
+// robot stopped. Now: base at (0.00, 0.00) facing 0°, …".
+func cancelledBeforeMovedText(tool string, req safety.StopRequest, confirmed bool, where string) string {
+	return sentence(tool+" was cancelled before it moved: "+stopCause(req)+"; "+stopWords(confirmed)) + " " + now(where)
+}
+
+// movedSince reports whether the robot moved between two states: the
+// base by more than 1 cm or 0.02 rad, a joint by more than 0.01 rad, or
+// the fingers by more than 2 mm.
+func movedSince(a, b robot.State) bool {
+	if distance(a.Base, b.Base) > 0.01 || abs(robot.NormalizeAngle(a.Base.Theta-b.Base.Theta)) > 0.02 {
+		return true
+	}
+	if len(a.Joints) != len(b.Joints) {
+		return true
+	}
+	for i := range a.Joints {
+		if abs(a.Joints[i].Position-b.Joints[i].Position) > 0.01 {
+			return true
+		}
+	}
+	if (a.Gripper == nil) != (b.Gripper == nil) {
+		return true
+	}
+	return a.Gripper != nil && abs(a.Gripper.Opening-b.Gripper.Opening) > 0.002
+}
+
 // beforeStartError is the error of a task that a stop, a cancel, a grant's
 // end or the bridge's shutdown ended before it sent anything.
 func beforeStartError(tool string, req safety.StopRequest, where string) *toolerr.Error {

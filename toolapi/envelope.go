@@ -123,6 +123,11 @@ func taskError(v actions.TaskView) *toolerr.Error {
 	if v.Error != nil {
 		return v.Error
 	}
+	if v.Status == fsm.Cancelled {
+		// The runner leaves no error on a task cancelled before the robot
+		// moved: a cancel is no failure, and its text says what happened.
+		return nil
+	}
 	msg := "task " + v.ID + " ended " + string(v.Status)
 	if v.Text != "" {
 		msg += ": " + v.Text
