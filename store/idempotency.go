@@ -62,11 +62,23 @@ func (s *Store) Reserve(ctx context.Context, key, tool, argsHash string) (toolap
 			return fmt.Errorf("idempotency key was taken and then released while this reservation ran; %w", ErrUnavailable)
 		}
 		rec = r
+		// A reservation of this store that reported failure may have been
+		// committed after all (its connection broke after the commit was
+		// sent). Its caller was told nothing was reserved and submitted
+		// nothing, so that record is this request's to take; any other
+		// record — another request's, or one with a task — is not.
+		if at, ok := s.unsure.Load(key); ok && r.State == toolapi.IdemPending && r.TaskID == "" && ns(r.CreatedAt) == at.(int64) {
+			reserved = true
+		}
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			s.unsure.Store(key, ns(now))
+		}
 		return toolapi.IdemRecord{}, false, fmt.Errorf("store: reserve idempotency key: %w", err)
 	}
+	s.unsure.Delete(key)
 	return rec, reserved, nil
 }
 

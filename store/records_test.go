@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -548,5 +549,33 @@ func TestRecover_FreshStoreRecordsAStart(t *testing.T) {
 		require.Len(t, recs, 1)
 		require.Equal(t, AuditBridgeStart, recs[0].Type)
 		require.Contains(t, string(recs[0].Details), "link down")
+	})
+}
+
+func TestIdempotency_AReservationWhoseAnswerWasLostIsNotStuck(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		// Given a store whose next reservation commits but whose answer is
+		// lost on the way back (the connection broke after the commit)
+		var lose atomic.Bool
+		lose.Store(true)
+		s, clk := e.open(t, t.TempDir(), func(c *Conf) {
+			c.ackLost = func(op string) bool { return op == "idempotency" && lose.CompareAndSwap(true, false) }
+		})
+		ctx := context.Background()
+		_, reserved, err := s.Reserve(ctx, "agent\x00k-lost", "move_base_to", "h")
+		require.ErrorIs(t, err, ErrUnavailable)
+		require.False(t, reserved)
+		// When the caller, told nothing was reserved, tries the same key again
+		clk.Advance(time.Second)
+		rec, reserved, err := s.Reserve(ctx, "agent\x00k-lost", "move_base_to", "h")
+		// Then it reserves it — the record it left behind is its own — instead
+		// of finding a pending key that no request will ever complete
+		require.NoError(t, err)
+		require.True(t, reserved)
+		require.Equal(t, toolapi.IdemPending, rec.State)
+		// And a third request with the key, while that one runs, does not
+		_, reserved, err = s.Reserve(ctx, "agent\x00k-lost", "move_base_to", "h")
+		require.NoError(t, err)
+		require.False(t, reserved)
 	})
 }

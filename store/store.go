@@ -157,6 +157,10 @@ type Conf struct {
 	// beforeBatch runs before every asynchronous commit; tests and
 	// benchmarks use it to simulate a slow disk.
 	beforeBatch func()
+	// ackLost, when it returns true for a write's op, turns that write's
+	// successful commit into the error of a connection lost before the
+	// commit's answer arrived; tests use it.
+	ackLost func(op string) bool
 }
 
 // Info describes the database Open found.
@@ -212,6 +216,10 @@ type Store struct {
 	dropped  atomic.Int64
 	lastErr  atomic.Pointer[error]
 	idemSeen atomic.Int64 // reserves since the last expiry sweep
+	// unsure holds idempotency keys whose reservation failed at a point
+	// where it may have been committed all the same (ErrUnavailable),
+	// with the created_at that reservation wrote.
+	unsure sync.Map // key → int64
 	password string       // PostgreSQL: the DSN's password, removed from error texts
 }
 
@@ -762,6 +770,9 @@ func (s *Store) Close() error {
 func (s *Store) tx(ctx context.Context, op string, fn func(tx txn) error) error {
 	start := time.Now()
 	err := s.tx1(ctx, fn)
+	if err == nil && s.conf.ackLost != nil && s.conf.ackLost(op) {
+		err = fmt.Errorf("%w: the connection was lost before the commit's answer arrived", ErrUnavailable)
+	}
 	if err != nil {
 		err = s.classify(err)
 		s.noteErr(op, err)
