@@ -28,7 +28,7 @@ const chromiumPath = "/usr/bin/chromium"
 // browser is one headless Chromium tab with step screenshots that are
 // written out only when the test fails.
 type browser struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	// width and height are the page's size in CSS pixels.
 	width, height int
@@ -51,7 +51,7 @@ func startBrowser(t *testing.T) *browser {
 
 // startBrowserAt starts a fresh headless Chromium whose page is exactly
 // width × height CSS pixels (a laptop is 1280×800, a tablet 768×1024).
-func startBrowserAt(t *testing.T, width, height int) *browser {
+func startBrowserAt(t testing.TB, width, height int) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the console tests drive Debian's headless Chromium, but %s is missing (%v); install it: apt-get install -y chromium", chromiumPath, err)
