@@ -219,8 +219,8 @@ type Store struct {
 	// unsure holds idempotency keys whose reservation failed at a point
 	// where it may have been committed all the same (ErrUnavailable),
 	// with the created_at that reservation wrote.
-	unsure sync.Map // key → int64
-	password string       // PostgreSQL: the DSN's password, removed from error texts
+	unsure   sync.Map // key → int64
+	password string   // PostgreSQL: the DSN's password, removed from error texts
 }
 
 // marker is the content of the marker file.
