@@ -196,6 +196,11 @@ func (r *Runner) viewLocked(t *task) TaskView {
 		Text: toolerr.Sentence(t.text), ApprovalID: t.approvalID, SessionID: t.req.SessionID, Principal: t.req.Principal,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}
+	if v.Status.Terminal() {
+		// A finished task's last progress phrase ("driving to dock, 7.30 m
+		// to go") is no longer true; its text says how it ended.
+		v.Progress.Text = ""
+	}
 	if t.result != nil {
 		v.Result = cloneArgs(t.result)
 	}
