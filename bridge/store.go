@@ -21,10 +21,10 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// durable is the bridge's memory and measurements: the store — SQLite in
-// the data dir, or PostgreSQL (Conf.Store) — (transitions, approvals, grants, safety events, latches,
-// idempotency keys, the audit trail) and the Prometheus metrics fed by the
-// same observers. It implements safety.Observer and actions.Observer by
+// durable is the bridge's memory and measurements: the store (SQLite in
+// the data dir, or PostgreSQL, Conf.Store), which holds transitions,
+// approvals, grants, safety events, latches, idempotency keys and the
+// audit trail, and the Prometheus metrics fed by the same observers. It implements safety.Observer and actions.Observer by
 // feeding both; the supervisor and the runner call it after they have
 // done their work (a stop is always sent before its event arrives here).
 type durable struct {
@@ -239,7 +239,8 @@ func (t durableTasks) Cancel(ctx context.Context, id, by string) (actions.TaskVi
 const latchRecordWait = 5 * time.Second
 
 // latchRecorded waits until every latch change the supervisor has emitted
-// so far is committed to the disk (synchronous=FULL). Its error says the
+// so far is committed to the disk (SQLite's synchronous=FULL, PostgreSQL's
+// synchronous_commit=on). Its error says the
 // change is in force in the supervisor but not recorded.
 func (d *durable) latchRecorded(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, latchRecordWait)
