@@ -261,7 +261,13 @@ func LogLine(r Record, robotID string) AuditEntry {
 	case "approval":
 		tool, preview := str("tool"), str("preview")
 		what := tool
-		if preview != "" {
+		switch {
+		case what == "":
+			what = "a tool call"
+			if preview != "" {
+				what = preview
+			}
+		case preview != "":
 			what += " → " + preview
 		}
 		switch ev {

@@ -1,0 +1,63 @@
+package bridge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/events"
+	"github.com/robot-bridge/robot-bridge/fsm"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+)
+
+func TestInsidePolygon_NonConvexRoom(t *testing.T) {
+	// An L-shaped room: the square (0,0)-(4,4) without its top-right quarter.
+	room := []hwconfig.Point2{{0, 0}, {4, 0}, {4, 2}, {2, 2}, {2, 4}, {0, 4}}
+	for _, tc := range []struct {
+		name string
+		x, y float64
+		in   bool
+	}{
+		{"inside the foot", 3, 1, true},
+		{"inside the leg", 1, 3, true},
+		{"in the missing quarter", 3, 3, false},
+		{"beyond the wall", 5, 1, false},
+		{"below the floor", 1, -0.5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.in, insidePolygon(room, tc.x, tc.y))
+		})
+	}
+}
+
+// TestTaskStarts_MovedOnlyWhenKnown: "cancelled before it moved" may be
+// said only of a task seen from its start that never reached executing.
+func TestTaskStarts_MovedOnlyWhenKnown(t *testing.T) {
+	bus := events.New(16)
+	ts := newTaskStarts(bus)
+	pub := func(id string, st fsm.State) {
+		bus.Publish(events.TypeTask, time.Now(), actions.TaskView{ID: id, Status: st})
+	}
+	// Given a task cancelled while it waited
+	pub("a", fsm.AwaitingApproval)
+	pub("a", fsm.Cancelled)
+	// And one that ran, then was cancelled
+	pub("b", fsm.AwaitingApproval)
+	pub("b", fsm.Approved)
+	pub("b", fsm.Executing)
+	pub("b", fsm.Stopping)
+	pub("b", fsm.Cancelled)
+	// And one first heard of while it ran (a bridge restarted since)
+	pub("c", fsm.Executing)
+	pub("c", fsm.Cancelled)
+
+	moved := func(id string) *bool { return ts.view(actions.TaskView{ID: id, Status: fsm.Cancelled}).Moved }
+	require.NotNil(t, moved("a"))
+	require.False(t, *moved("a"))
+	require.NotNil(t, moved("b"))
+	require.True(t, *moved("b"))
+	require.Nil(t, moved("c"), "unknown, never a guess")
+	require.Nil(t, moved("never-seen"))
+}
