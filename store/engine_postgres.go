@@ -46,7 +46,11 @@ type ownerLock struct {
 	dsn  string // redacted, for errors
 	mu   sync.Mutex
 	conn *sql.Conn // guarded by mu; nil after a loss
-	pid  int64     // guarded by mu; the session's backend pid
+	// pid and started (backend_start, as text) identify the session
+	// that holds the lock: a pid alone may be reused by another session
+	// after the server restarted.
+	pid     int64  // guarded by mu
+	started string // guarded by mu
 }
 
 func (o *ownerLock) acquire(ctx context.Context) error {
@@ -66,7 +70,9 @@ func (o *ownerLock) acquireLocked(ctx context.Context) error {
 	}
 	var got bool
 	var pid int64
-	if err := c.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock(%d, %d), pg_backend_pid()`, lockClass, lockOwner)).Scan(&got, &pid); err != nil {
+	var started string
+	if err := c.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock(%d, %d), pg_backend_pid(),
+		(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid())`, lockClass, lockOwner)).Scan(&got, &pid, &started); err != nil {
 		_ = c.Close()
 		return err
 	}
@@ -74,14 +80,16 @@ func (o *ownerLock) acquireLocked(ctx context.Context) error {
 		_ = c.Close()
 		return fmt.Errorf("%w: another robot-bridge process holds the store in %s", ErrLocked, o.dsn)
 	}
-	o.conn, o.pid = c, pid
+	o.conn, o.pid, o.started = c, pid, started
 	return nil
 }
 
 // ownerCheck takes the write lock and says whether the owner session
 // still holds the owner lock, in one round trip.
 var ownerCheck = fmt.Sprintf(`WITH w AS (SELECT pg_advisory_xact_lock(%d, %d))
-	SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype='advisory' AND granted AND classid=%d AND objid=%d AND objsubid=2 AND pid=?) FROM w`,
+	SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype='advisory' AND l.granted AND l.classid=%d AND l.objid=%d AND l.objsubid=2
+		AND l.pid=? AND a.backend_start::text=?) FROM w`,
 	lockClass, lockWrite, lockClass, lockOwner)
 
 // check runs first in every write transaction: it takes the write lock
@@ -91,7 +99,7 @@ func (o *ownerLock) check(ctx context.Context, tx txn) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var held bool
-	if err := tx.queryRow(ctx, ownerCheck, o.pid).Scan(&held); err != nil {
+	if err := tx.queryRow(ctx, ownerCheck, o.pid, o.started).Scan(&held); err != nil {
 		return err
 	}
 	if held {
@@ -100,7 +108,7 @@ func (o *ownerLock) check(ctx context.Context, tx txn) error {
 	if err := o.acquireLocked(ctx); err != nil {
 		return err
 	}
-	if err := tx.queryRow(ctx, ownerCheck, o.pid).Scan(&held); err != nil {
+	if err := tx.queryRow(ctx, ownerCheck, o.pid, o.started).Scan(&held); err != nil {
 		return err
 	}
 	if !held {

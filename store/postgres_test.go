@@ -359,3 +359,37 @@ func FuzzSafeText(f *testing.F) {
 		}
 	})
 }
+
+func TestPostgres_AStoreThatLostItsLockToAnotherNeverWritesAgain(t *testing.T) {
+	e := newTestEngine(t, DriverPostgres)
+	ctx := context.Background()
+	// Given a store open on a database
+	dir := t.TempDir()
+	a, _ := e.open(t, dir)
+	create(t, a, "task-a", "move_base_to", map[string]any{"x": 1.0}, "agent", t0)
+	// When its lock's session is killed (as a lost connection would end
+	// it) and another process opens the same store meanwhile
+	a.own.mu.Lock()
+	pid := a.own.pid
+	a.own.mu.Unlock()
+	var killed bool
+	require.NoError(t, a.w.QueryRowContext(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&killed))
+	require.True(t, killed)
+	var b *Store
+	require.Eventually(t, func() bool {
+		s, err := Open(ctx, Conf{Driver: DriverPostgres, DSN: e.dsn(t, dir), Clock: clockwork.NewFakeClockAt(t0), Logger: quietLogger()})
+		b = s
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	t.Cleanup(func() { _ = b.Close() })
+	// Then the first store's writes are refused, naming the lock, and
+	// nothing of them lands
+	err := a.RecordTransition(ctx, actions.TransitionRecord{TaskID: "task-a", Tool: "move_base_to", From: fsm.Requested, To: fsm.Cancelled, Event: fsm.EvCancel, At: t0, By: "agent"})
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorIs(t, a.Healthy(ctx), ErrLocked)
+	trs, err := b.Transitions(ctx, "task-a")
+	require.NoError(t, err)
+	require.Len(t, trs, 1)
+	// And the store that holds the lock writes
+	move(t, b, "task-a", "move_base_to", fsm.Requested, fsm.EvCancel, t0, "agent")
+}
