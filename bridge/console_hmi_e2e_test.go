@@ -355,3 +355,59 @@ func requireLegendForEveryMark(t *testing.T, br *browser) {
 		require.Equal(t, 1, evalJS[int](br, `document.querySelectorAll('.legend `+key+`').length`), "legend key for %s", mark)
 	}
 }
+
+func TestE2E_ConsoleHMI_AuditReadsAsALogBook(t *testing.T) {
+	h := startHarness(t, nil)
+	br := startBrowserAt(t, 1280, 800)
+	signInConsole(br, h)
+
+	// Given an approved motion and a denied one
+	moved := taskID(t, h.call("move_base_to", args(map[string]any{"x": 0.5, "y": 0.0})))
+	h.approve(moved)
+	h.waitTask(moved, 30*time.Second)
+	denied := taskID(t, h.call("move_arm_to", args(map[string]any{"pose": "ready"})))
+	apr := h.pendingApproval(denied)
+	const reason = "the arm area is not clear"
+	code, body := h.do("POST", "/v1/approvals/"+apr+"/deny", h.operator, map[string]any{"reason": reason})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	h.waitTask(denied, 10*time.Second)
+	br.poll("denial in the log book", `document.getElementById('audit').textContent.includes(`+q(reason)+`)`, 10*time.Second)
+
+	// Then each line is a time and a sentence, never key=value
+	lines := evalJS[[]string](br, `[...document.querySelectorAll('#audit li')].map(li => li.querySelector('time').textContent + ' ' + li.querySelector('.line').textContent)`)
+	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		require.Regexp(t, `^\d\d:\d\d:\d\d \S`, l)
+		require.NotRegexp(t, `\b(by|reason|task|monitor|kind)=`, l, "a raw key=value line: %s", l)
+	}
+	joined := strings.Join(lines, "\n")
+	require.Regexp(t, `operator approved move_base_to → move the base .* for task `+regexp.QuoteMeta(moved), joined)
+	require.Contains(t, joined, "operator denied move_arm_to → move the arm to pose ready, about 3 s for task "+denied+": “"+reason+"”")
+
+	// When the operator filters by the denied task
+	br.run("filter by task", 10*time.Second, chromedp.SetValue(chromedp.ID("audit-task"), denied),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('audit-task').dispatchEvent(new Event('change'))`))
+	// Then only its lines show
+	tasks := evalJS[[]string](br, `[...document.querySelectorAll('#audit li')].map(li => li.dataset.taskId)`)
+	require.NotEmpty(t, tasks)
+	for _, id := range tasks {
+		require.Equal(t, denied, id)
+	}
+	// And by actor and kind as well
+	br.run("filter by kind", 10*time.Second, chromedp.SetValue(chromedp.ID("audit-kind"), "approval"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('audit-kind').dispatchEvent(new Event('change'))`))
+	kinds := evalJS[[]string](br, `[...document.querySelectorAll('#audit li')].map(li => li.dataset.kind)`)
+	require.NotEmpty(t, kinds)
+	for _, k := range kinds {
+		require.True(t, strings.HasPrefix(k, "approval."), k)
+	}
+	require.Contains(t, evalJS[[]string](br, `[...document.getElementById('audit-actor').options].map(o => o.value)`), "operator")
+	require.Contains(t, evalJS[[]string](br, `[...document.getElementById('audit-robot').options].map(o => o.value)`), h.b.conf.Config.Robot.ID)
+
+	// And the raw record is one click away
+	br.run("open the raw record", 10*time.Second, chromedp.Click(chromedp.CSS(`#audit li details summary`)))
+	raw := evalJS[string](br, `document.querySelector('#audit li details[open] pre').textContent`)
+	require.Contains(t, raw, `"type": "approval.`)
+	require.Contains(t, raw, `"task_id": "`+denied+`"`)
+	br.keepShot("log-book")
+}

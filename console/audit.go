@@ -287,9 +287,12 @@ func LogLine(r Record, robotID string) AuditEntry {
 		}
 	case "grant":
 		desc, kind := str("description"), str("kind")
+		if kind == "once" {
+			kind = "approve-once"
+		}
 		switch ev {
 		case "created":
-			a.Text = fmt.Sprintf("%s made a %s grant: %s (grant %s)", who, kind, desc, r.Subject)
+			a.Text = fmt.Sprintf("%s made %s %s grant: %s (grant %s)", who, article(kind), kind, desc, r.Subject)
 		case "revoked":
 			a.Text = fmt.Sprintf("%s revoked the %s grant: %s (grant %s)", who, kind, desc, r.Subject)
 		case "expired":
@@ -404,4 +407,12 @@ func safetyWords(kind, who, task, monitor string) string {
 		return "recovery to the safe pose finished" + forTask
 	}
 	return ""
+}
+
+// article is "a" or "an" for the word w.
+func article(w string) string {
+	if w != "" && strings.ContainsRune("aeiou", rune(w[0])) {
+		return "an"
+	}
+	return "a"
 }
