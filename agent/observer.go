@@ -62,7 +62,7 @@ type nopObserver struct{}
 
 var _ Observer = nopObserver{}
 
-func (nopObserver) ModelAsked(int)                {}
-func (nopObserver) ToolCall(ToolCall, bool)       {}
+func (nopObserver) ModelAsked(int)                  {}
+func (nopObserver) ToolCall(ToolCall, bool)         {}
 func (nopObserver) ToolResult(ToolCall, CallResult) {}
-func (nopObserver) TaskUpdate(TaskStatus)         {}
+func (nopObserver) TaskUpdate(TaskStatus)           {}

@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/toolerr"
+)
+
+// The Done-when scenarios of issue 17: the agent against the scripted
+// model and the real bridge + simulator, each ending with a sensible
+// final message within its limits and no duplicated motion in the
+// simulator's command log.
+
+// codes matches any error type's code, which a user must never see.
+var codes = regexp.MustCompile(func() string {
+	var names []string
+	for _, t := range toolerr.Types() {
+		names = append(names, string(t))
+	}
+	return strings.Join(names, "|")
+}())
+
+func runScript(t *testing.T, b *testBridge, name string, limits Limits) (Result, *scriptedModel) {
+	t.Helper()
+	s := loadScript(t, name)
+	m := newScriptedModel(t, s.Replies)
+	a := newAgent(t, b, m, limits, nil)
+	res, err := a.Turn(context.Background(), s.Prompt)
+	require.NoError(t, err)
+	m.requireClean()
+	return res, m
+}
+
+func TestScenario_MalformedArguments(t *testing.T) {
+	// Given a model whose arguments are fenced with a trailing comma, and
+	// a second call's arguments cut short
+	b := startBridge(t, nil)
+	// When the agent runs the turn
+	res, m := runScript(t, b, "malformed_arguments", Limits{})
+	// Then the bridge repaired the first and refused the second, the model
+	// saw both, and its answer ends the turn
+	envs := toolEnvelopes(t, m.request(1))
+	require.Len(t, envs, 2)
+	require.Equal(t, true, envs[0]["ok"], "%v", envs[0])
+	require.Equal(t, "INVALID_PARAMS", errTypeOf(envs[1]), "%v", envs[1])
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, "I looked for a cup; my question about the task was garbled, so I could not ask it.", res.Answer)
+	require.Equal(t, 2, res.Iterations)
+	require.Equal(t, 0, b.motions())
+}
+
+func TestScenario_UnknownTool(t *testing.T) {
+	b := startBridge(t, nil)
+	res, m := runScript(t, b, "unknown_tool", Limits{})
+	envs := toolEnvelopes(t, m.request(1))
+	require.Len(t, envs, 1)
+	require.Equal(t, "UNKNOWN_TOOL", errTypeOf(envs[0]), "%v", envs[0])
+	envs = toolEnvelopes(t, m.request(2))
+	require.Equal(t, true, envs[0]["ok"], "%v", envs[0])
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, "This robot cannot fly; it drives. It is standing still now.", res.Answer)
+	require.Equal(t, 0, b.motions())
+}
+
+func TestScenario_RepeatedFailingCalls_BridgeLoopGuardEndsTheTurn(t *testing.T) {
+	// Given a model that asks for a task that does not exist again and
+	// again, and the loop's own limit at its default (the bridge's)
+	b := startBridge(t, nil)
+	// When the agent runs the turn
+	res, m := runScript(t, b, "repeated_failing_calls", Limits{})
+	// Then the third call is the bridge's LOOP_DETECTED, which ends the
+	// turn at once, with the loop's honest answer and no code in it
+	require.Equal(t, EndLoopDetected, res.End)
+	require.Equal(t, 3, res.Iterations)
+	require.Equal(t, 3, m.requestCount())
+	require.Equal(t, "LOOP_DETECTED", res.Calls[2].Result.ErrorType)
+	require.True(t, strings.HasPrefix(res.Answer, "I stopped: the robot bridge saw me repeat get_task (task_id=task-nope), which kept failing the same way, and asked me to stop."), res.Answer)
+	require.Contains(t, res.Answer, "What I could not get:\n- get_task (task_id=task-nope): it kept failing the same way")
+	require.NotRegexp(t, codes, res.Answer)
+}
+
+func TestScenario_RepeatedFailingCalls_OwnLimitEndsTheTurn(t *testing.T) {
+	b := startBridge(t, nil)
+	res, m := runScript(t, b, "repeated_failing_calls", Limits{MaxSameFailure: 2})
+	require.Equal(t, EndRepeatedFailure, res.End)
+	require.Equal(t, 2, m.requestCount())
+	require.True(t, strings.HasPrefix(res.Answer, "I stopped: get_task (task_id=task-nope) failed 2 times in a row, and trying it again would not help."), res.Answer)
+	require.Contains(t, res.Answer, "- get_task (task_id=task-nope): what it named does not exist: ")
+	require.NotRegexp(t, codes, res.Answer)
+}
+
+func TestScenario_DeniedApproval(t *testing.T) {
+	// Given an operator who denies every motion, and a model that asks
+	// for the same drive again after the denial
+	b := startBridge(t, nil)
+	b.operator(t, "someone is near the table")
+	// When the agent runs the turn
+	res, m := runScript(t, b, "denied_approval", Limits{})
+	// Then the model learnt of the denial and its reason from the task
+	// update, the repeat was answered by the loop without reaching the
+	// bridge, one approval was filed, and nothing moved
+	u := taskUpdate(t, m.request(1))
+	tasks := u["tasks"].([]any)
+	require.Len(t, tasks, 1)
+	task := tasks[0].(map[string]any)
+	require.Equal(t, "denied", task["status"])
+	require.Contains(t, task["error"].(map[string]any)["message"], "someone is near the table")
+	envs := toolEnvelopes(t, m.request(2))
+	require.Len(t, envs, 1)
+	require.Equal(t, true, envs[0]["not_sent"], "%v", envs[0])
+	require.Equal(t, "APPROVAL_DENIED", errTypeOf(envs[0]))
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, "The operator did not allow the drive to the table, because someone is near it. I did not move the robot.", res.Answer)
+	require.Len(t, b.approvals(), 1)
+	require.Equal(t, 0, b.motions())
+}
+
+func TestScenario_ParallelBatchWithOneFailure_ModelAnswers(t *testing.T) {
+	b := startBridge(t, nil)
+	res, m := runScript(t, b, "parallel_batch_one_failure", Limits{})
+	// Every result reached the model, in the order of the calls.
+	envs := toolEnvelopes(t, m.request(1))
+	require.Len(t, envs, 3)
+	require.Equal(t, "get_robot_state", envs[0]["tool"])
+	require.Equal(t, true, envs[0]["ok"])
+	require.Equal(t, "describe_scene", envs[1]["tool"])
+	require.Equal(t, true, envs[1]["ok"])
+	require.Equal(t, "get_task", envs[2]["tool"])
+	require.Equal(t, "NOT_FOUND", errTypeOf(envs[2]))
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, "The robot is standing at the start and I checked the scene for a cup; I could not find task task-nope, so I cannot say how it went.", res.Answer)
+}
+
+func TestScenario_ParallelBatchWithOneFailure_LoopAnswers(t *testing.T) {
+	// Given a limit of one model call, spent on a batch with one failure
+	b := startBridge(t, nil)
+	res, _ := runScript(t, b, "parallel_batch_one_failure", Limits{MaxIterations: 1})
+	// Then the loop's answer names what worked and what could not be got
+	require.Equal(t, EndMaxIterations, res.End)
+	require.True(t, strings.HasPrefix(res.Answer, "I stopped after 1 steps without finishing, the most I take for one request.\nWhat worked:\n- get_robot_state: The robot is stopped at "), res.Answer)
+	require.Contains(t, res.Answer, "\n- describe_scene (label=cup): ")
+	require.Contains(t, res.Answer, "\nWhat I could not get:\n- get_task (task_id=task-nope): what it named does not exist: ")
+	require.NotRegexp(t, codes, res.Answer)
+}
+
+func TestScenario_FaultDuringTask(t *testing.T) {
+	// Given a stalled base motor, an operator who approves, and a model
+	// that sends the failed drive again (the same arguments, spelt
+	// differently)
+	b := startBridge(t, func(c *hwconfig.Config) { c.Safety.StallTimeout = hwconfig.Duration(500 * time.Millisecond) })
+	code, body := b.do(http.MethodPost, "/v1/sim/faults", testOperatorTok, map[string]any{"kind": "motor_stall"})
+	require.Equal(t, http.StatusCreated, code, "%v", body)
+	b.operator(t, "")
+	// When the agent runs the turn
+	res, m := runScript(t, b, "fault_during_task", Limits{})
+	// Then the task failed and recovered, the model was told so, the
+	// repeat never reached the bridge, and the simulator got one motion
+	u := taskUpdate(t, m.request(1))
+	task := u["tasks"].([]any)[0].(map[string]any)
+	require.Equal(t, "recovered", task["status"], "%v", task)
+	require.Equal(t, "ACTION_FAILED", task["error"].(map[string]any)["type"])
+	envs := toolEnvelopes(t, m.request(2))
+	require.Equal(t, true, envs[0]["not_sent"], "%v", envs[0])
+	require.Equal(t, "ACTION_FAILED", errTypeOf(envs[0]))
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, 1, b.motions(), "one drive, never repeated")
+}
+
+func TestScenario_SucceededActionIsNotSentAgain(t *testing.T) {
+	// Given an operator who approves, and a model that repeats a drive
+	// that succeeded, reusing its tool call id
+	b := startBridge(t, nil)
+	b.operator(t, "")
+	res, m := runScript(t, b, "move_once", Limits{})
+	u := taskUpdate(t, m.request(1))
+	require.Equal(t, "succeeded", u["tasks"].([]any)[0].(map[string]any)["status"])
+	envs := toolEnvelopes(t, m.request(2))
+	require.Equal(t, true, envs[0]["ok"])
+	require.Equal(t, true, envs[0]["not_sent"], "%v", envs[0])
+	require.Equal(t, "call_1~1", res.Calls[1].Call.ID, "a reused id is a new id for the bridge")
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, 1, b.motions())
+}
+
+func TestScenario_TurnDeadlineWhileAwaitingApproval(t *testing.T) {
+	// Given no operator at all and a short turn budget
+	b := startBridge(t, nil)
+	res, _ := runScript(t, b, "awaiting_approval", Limits{TurnTimeout: 1500 * time.Millisecond})
+	// Then the turn ends on its deadline and says the task is still waiting
+	require.Equal(t, EndDeadline, res.End)
+	require.True(t, strings.HasPrefix(res.Answer, "I ran out of time for this request (1.5s)."), res.Answer)
+	require.Regexp(t, `\nTask task-\S+ \(move_base_to\) is still awaiting approval; I did not cancel it, and the bridge keeps supervising it\.`, res.Answer)
+	require.Equal(t, 0, b.motions())
+}
+
+func TestScenario_MaxIterations(t *testing.T) {
+	b := startBridge(t, nil)
+	res, m := runScript(t, b, "state_forever", Limits{MaxIterations: 3})
+	require.Equal(t, EndMaxIterations, res.End)
+	require.Equal(t, 3, m.requestCount())
+	require.True(t, strings.HasPrefix(res.Answer, "I stopped after 3 steps without finishing, the most I take for one request.\nWhat worked:\n- get_robot_state: The robot is stopped at "), res.Answer)
+}
+
+func TestScenario_ResultBudget(t *testing.T) {
+	// Given a budget smaller than get_robot_state's envelope
+	b := startBridge(t, nil)
+	res, m := runScript(t, b, "unknown_tool", Limits{MaxResultBytes: MinResultBytes})
+	// Then the model got a valid JSON summary within the budget
+	msgs := m.request(2)
+	last := msgs[len(msgs)-1]
+	require.Equal(t, "tool", last.Role)
+	require.LessOrEqual(t, len(*last.Content), MinResultBytes)
+	env := toolEnvelopes(t, msgs)[0]
+	require.Equal(t, true, env["truncated"], "%v", env)
+	require.Equal(t, true, env["ok"])
+	require.Equal(t, "get_robot_state", env["tool"])
+	require.True(t, res.Calls[1].Result.Summarized)
+}
