@@ -43,7 +43,9 @@ type TaskView struct {
 	// Result holds tool-specific output of a succeeded task.
 	Result map[string]any `json:"result,omitempty"`
 	// Error is set for every task that ended other than succeeded, and
-	// says what recovery did and where the robot is now.
+	// says what recovery did and where the robot is now — except a task
+	// cancelled before the robot moved, which is no failure: its Text
+	// says "cancelled before it moved".
 	Error *toolerr.Error `json:"-"`
 	// Paused is set while an operator's pause holds the task (status
 	// paused), nil otherwise.

@@ -369,7 +369,8 @@ func cancelledError(tool string, out safety.Outcome, progress, where string) *to
 // all: "move_base_to was cancelled before it moved: agent-1 cancelled it;
 // robot stopped. Now: base at (0.00, 0.00) facing 0°, …".
 func cancelledBeforeMovedText(tool string, req safety.StopRequest, confirmed bool, where string) string {
-	return sentence(tool+" was cancelled before it moved: "+stopCause(req)+"; "+stopWords(confirmed)) + " " + now(where)
+	// A tool name is never capitalised ("release", not "Release").
+	return toolerr.Sentence(tool+" was cancelled before it moved: "+stopCause(req)+"; "+stopWords(confirmed)) + " " + now(where)
 }
 
 // movedSince reports whether the robot moved between two states: the

@@ -236,6 +236,10 @@ type Trip struct {
 	By string
 	// State is the latest robot state at detection.
 	State robot.State
+
+	// age is how long the robot had been silent (TripSilence); limit is
+	// the bound that tripped (deadline, stall timeout, pause limit).
+	age, limit time.Duration
 }
 
 // Recovery reports what the supervisor did after a trip.
@@ -445,16 +449,16 @@ func (r *run) execute1(ctx context.Context, m Motion) Outcome {
 		}
 		return r.cancelled(out, m.Auth.TaskID, req)
 	case trip.Kind == TripPauseUnconfirmed:
-		return r.fault(out, m.Auth.TaskID, trip.Detail)
+		return r.fault(out, m.Auth.TaskID, trip.Detail, causeStopUnconfirmed)
 	case trip.Kind == TripMovedWhilePaused:
 		// Something other than the bridge moved a held robot: nothing
 		// may move it again until an operator has looked.
-		return r.fault(out, m.Auth.TaskID, trip.Detail)
+		return r.fault(out, m.Auth.TaskID, trip.Detail, causeMovedWhilePaused)
 	case !out.StopConfirmed:
-		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, robot.FormatAge(r.s.set.stopTimeout)))
+		return r.fault(out, m.Auth.TaskID, fmt.Sprintf("%s; the robot was not confirmed stopped within %s", trip.Detail, robot.FormatAge(r.s.set.stopTimeout)), causeStopUnconfirmed)
 	case !r.s.set.preauthorized:
 		out.Recovery.Text = "recovery to the safe pose is not pre-authorized by the config"
-		return r.fault(out, m.Auth.TaskID, trip.Detail+"; "+out.Recovery.Text)
+		return r.fault(out, m.Auth.TaskID, trip.Detail+"; "+out.Recovery.Text, causeNotPreauthorized)
 	}
 	return r.recover(ctx, out, m)
 }
@@ -482,7 +486,7 @@ func (r *run) cancelled(out Outcome, taskID string, req StopRequest) Outcome {
 		out.Kind = OutcomeCancelled
 		return out
 	}
-	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), robot.FormatAge(r.s.set.stopTimeout)))
+	return r.fault(out, taskID, fmt.Sprintf("%s, but the robot was not confirmed stopped within %s", req.detail(), robot.FormatAge(r.s.set.stopTimeout)), causeStopUnconfirmed)
 }
 
 // interrupted ends a motion the shutdown cut short.
@@ -492,8 +496,10 @@ func (r *run) interrupted(out Outcome) Outcome {
 	return out
 }
 
-func (r *run) fault(out Outcome, taskID, reason string) Outcome {
-	r.s.latchFault(taskID, reason)
+// fault latches a fault for taskID with the developer's reason and the
+// operator's words for cause, and ends the motion with it.
+func (r *run) fault(out Outcome, taskID, reason string, cause faultCause) Outcome {
+	r.s.latchFault(taskID, reason, r.s.faultWords(r.a.view.Tool, cause, out))
 	out.Kind = OutcomeFault
 	out.FaultReason = reason
 	out.State, _, _ = r.s.Latest()
@@ -529,7 +535,7 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 	if m.Hooks.BeforeRecovery != nil {
 		if err := m.Hooks.BeforeRecovery(); err != nil {
 			out.Recovery.Text = "recovery was not started because its transition could not be recorded"
-			return r.fault(out, m.Auth.TaskID, out.Recovery.Text+": "+err.Error())
+			return r.fault(out, m.Auth.TaskID, out.Recovery.Text+": "+err.Error(), causeRecoveryUnrecorded)
 		}
 	}
 	if r.sctx.Err() != nil {
@@ -590,7 +596,7 @@ func (r *run) recover(ctx context.Context, out Outcome, m Motion) Outcome {
 		out.State, _, _ = s.Latest()
 		return out
 	}
-	return r.fault(out, m.Auth.TaskID, out.Trip.Detail+"; "+out.Recovery.Text)
+	return r.fault(out, m.Auth.TaskID, out.Trip.Detail+"; "+out.Recovery.Text, causeRecoveryFailed)
 }
 
 func (s *Supervisor) eStopped() bool {
@@ -748,6 +754,7 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			st, at, have := s.Latest()
 			if t := r.check(now, at, have, st); t != nil {
 				t2 := mkTrip(t.kind, i, t.detail, t.err)
+				t2.age = t.age
 				return r.trip(t2), i, nil
 			}
 			// Authority ends at once: a grant revoked or run out since the
@@ -798,7 +805,9 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				break
 			}
 			if el := now.Sub(start); el > deadline {
-				return r.trip(mkTrip(TripDeadline, i, fmt.Sprintf("%s did not finish within its %.1f s deadline", stepLabel(step, auth), deadline.Seconds()), nil)), i, nil
+				t := mkTrip(TripDeadline, i, fmt.Sprintf("%s did not finish within its %s deadline", stepLabel(step, auth), robot.FormatAge(deadline)), nil)
+				t.limit = deadline
+				return r.trip(t), i, nil
 			}
 			// A goal the robot reported finished makes no more progress
 			// by design: the stall monitor is for goals still running.
@@ -806,7 +815,9 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				if rem := step.Remaining(st); rem < best-stallEpsilon {
 					best, lastProgress = rem, now
 				} else if now.Sub(lastProgress) > s.set.stallTimeout {
-					return r.trip(mkTrip(TripStall, i, fmt.Sprintf("no progress on %s for %.1f s", stepLabel(step, auth), s.set.stallTimeout.Seconds()), nil)), i, nil
+					t := mkTrip(TripStall, i, fmt.Sprintf("no progress on %s for %s", stepLabel(step, auth), robot.FormatAge(s.set.stallTimeout)), nil)
+					t.limit = s.set.stallTimeout
+					return r.trip(t), i, nil
 				}
 			}
 			tick, t := wait()
@@ -946,29 +957,34 @@ type check struct {
 	kind   TripKind
 	detail string
 	err    error
+	// age is how long the robot had been silent (TripSilence).
+	age time.Duration
 }
 
 // check runs the runtime monitors that do not depend on the step.
 func (r *run) check(now, at time.Time, have bool, st robot.State) *check {
 	s := r.s
 	if s.eStopped() {
-		return &check{TripEStop, "the e-stop was pressed", ErrEStopActive}
+		return &check{kind: TripEStop, detail: "the e-stop was pressed", err: ErrEStopActive}
 	}
 	if !s.drv.LinkUp() {
-		return &check{TripLinkDown, "the robot link went down", ErrLinkDown}
+		return &check{kind: TripLinkDown, detail: "the robot link went down", err: ErrLinkDown}
 	}
 	if !have || now.Sub(at) > s.set.stateTimeout {
 		age := now.Sub(at)
-		return &check{TripSilence, fmt.Sprintf("the robot sent no state for %.2f s (limit %.2f s)", age.Seconds(), s.set.stateTimeout.Seconds()), ErrLinkDown}
+		if !have {
+			age = 0
+		}
+		return &check{kind: TripSilence, detail: fmt.Sprintf("the robot sent no state for %s (limit %s)", robot.FormatAge(age), robot.FormatAge(s.set.stateTimeout)), err: ErrLinkDown, age: age}
 	}
 	if st.EStop {
-		return &check{TripRobotEStop, "the robot's own e-stop engaged", ErrEStopActive}
+		return &check{kind: TripRobotEStop, detail: "the robot's own e-stop engaged", err: ErrEStopActive}
 	}
 	if len(st.Faults) > 0 {
-		return &check{TripRobotFault, "the robot reported " + strings.Join(st.Faults, ", "), nil}
+		return &check{kind: TripRobotFault, detail: "the robot reported " + strings.Join(st.Faults, ", "), err: nil}
 	}
 	if b := s.limits.Breach(st, s.set.breachTol); b != "" {
-		return &check{TripLimitBreach, b, ErrLimitExceeded}
+		return &check{kind: TripLimitBreach, detail: b, err: ErrLimitExceeded}
 	}
 	return nil
 }

@@ -389,7 +389,9 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 		st, at, have := s.Latest()
 		if c := r.check(now, at, have, st); c != nil {
 			unhold()
-			return robot.Command{}, r.trip(mkTrip(c.kind, i, c.detail+" while the task was paused", c.err))
+			t := mkTrip(c.kind, i, c.detail+" while the task was paused", c.err)
+			t.age = c.age
+			return robot.Command{}, r.trip(t)
 		}
 		if have && at.After(pc.info.Since) {
 			if how := movedFrom(held, st, s.set.jointTol); how != "" {
@@ -406,7 +408,9 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 		}
 		if now.Sub(info.Since) > s.set.maxPause {
 			unhold()
-			return robot.Command{}, r.trip(mkTrip(TripPauseLimit, i, "paused for longer than "+robot.FormatAge(s.set.maxPause), nil))
+			t := mkTrip(TripPauseLimit, i, "paused for longer than "+robot.FormatAge(s.set.maxPause), nil)
+			t.limit = s.set.maxPause
+			return robot.Command{}, r.trip(t)
 		}
 		if !armed {
 			timer.Reset(s.set.controlPeriod)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,6 +223,10 @@ func TestInvariant13_RobotMovedWhilePausedLatchesFault(t *testing.T) {
 	st := r.sup.Status()
 	require.True(t, st.Fault.Latched)
 	require.Contains(t, st.Fault.Reason, "the robot moved while it was paused")
+	// And the operator reads it in words
+	require.Equal(t, "The robot moved while move_base_to was paused and the robot was meant to be held still.", st.Fault.What)
+	require.True(t, strings.HasPrefix(st.Fault.RobotDid, "The bridge commanded a stop at once"), st.Fault.RobotDid)
+	require.Equal(t, "Find out who or what moved the robot, check that it is at rest and the area is clear, then clear the fault.", st.Fault.Check)
 	require.Empty(t, r.commandsOfTaskSince(v.ID, at), "the bridge sent a command of the task after the pause")
 	require.NotEmpty(t, r.stopsAfter(r.sim.CommandLog()[at].Time), "no stop after the robot moved")
 }

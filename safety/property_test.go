@@ -201,7 +201,13 @@ func (c *checker) check() error {
 		case "interrupted":
 			return c.fail("task %s interrupted while the bridge was running", v.ID)
 		}
-		if v.Status != "succeeded" && v.Error == nil {
+		// A task cancelled before the robot moved is no failure: its text
+		// says so, and it carries no error (issue 14); it must then truly
+		// have left the robot where it was.
+		if v.Status == "cancelled" && v.Error == nil && !strings.Contains(v.Text, "was cancelled before it moved") {
+			return c.fail("task %s ended cancelled without an error and without saying it never moved: %s", v.ID, v.Text)
+		}
+		if v.Status != "succeeded" && v.Status != "cancelled" && v.Error == nil {
 			return c.fail("task %s ended %s without an error for the agent", v.ID, v.Status)
 		}
 	}

@@ -17,6 +17,10 @@ func (s *Supervisor) RestoreLatches(estop EStopStatus, fault FaultStatus) {
 		s.latchGen++
 	}
 	restoredF := fault.Latched && !s.fault.Latched
+	if restoredF && fault.What == "" {
+		// The store keeps the developer reason only.
+		fault.FaultWords = restoredFaultWords()
+	}
 	if restoredF {
 		s.fault = fault
 		s.latchGen++

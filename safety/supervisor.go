@@ -92,10 +92,12 @@ type EStopStatus struct {
 // FaultStatus is the fault latch. Since is absent from its JSON while no
 // fault is latched.
 type FaultStatus struct {
-	Latched bool      `json:"latched"`
-	Reason  string    `json:"reason,omitempty"`
-	TaskID  string    `json:"task_id,omitempty"`
-	Since   time.Time `json:"since,omitzero"`
+	Latched bool `json:"latched"`
+	// Reason is the developer detail; FaultWords say it for an operator.
+	Reason string    `json:"reason,omitempty"`
+	TaskID string    `json:"task_id,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	FaultWords
 }
 
 // MonitorConf is the effective monitor configuration, reported in Status.
@@ -694,10 +696,11 @@ func (s *Supervisor) ClearFault(by string) error {
 	return nil
 }
 
-func (s *Supervisor) latchFault(taskID, reason string) {
+func (s *Supervisor) latchFault(taskID, reason string, w FaultWords) {
+	reason = roundDurations(reason)
 	s.mu.Lock()
 	if !s.fault.Latched {
-		s.fault = FaultStatus{Latched: true, Reason: reason, TaskID: taskID, Since: s.clock.Now()}
+		s.fault = FaultStatus{Latched: true, Reason: reason, TaskID: taskID, Since: s.clock.Now(), FaultWords: w}
 		s.latchGen++
 	}
 	s.mu.Unlock()

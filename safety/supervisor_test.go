@@ -60,9 +60,9 @@ func TestGate_RefusesInOrderAndDenyWins(t *testing.T) {
 		{"no grant is refused", nil, "", "move_arm_to", toolerr.PermissionDenied, ErrNotAuthorized},
 		{"unknown grant is refused", nil, "g-bad", "move_arm_to", toolerr.PermissionDenied, ErrNotAuthorized},
 		{"e-stop wins over a grant", func(h *harness) { require.NoError(t, h.sup.EStop(context.Background(), "op", "test")) }, "g-ok", "move_arm_to", toolerr.EStopActive, ErrEStopActive},
-		{"fault wins over a grant", func(h *harness) { h.sup.latchFault("t0", "test fault") }, "g-ok", "move_arm_to", toolerr.SafetyViolation, ErrFaultLatched},
+		{"fault wins over a grant", func(h *harness) { h.sup.latchFault("t0", "test fault", FaultWords{}) }, "g-ok", "move_arm_to", toolerr.SafetyViolation, ErrFaultLatched},
 		{"e-stop before fault", func(h *harness) {
-			h.sup.latchFault("t0", "test fault")
+			h.sup.latchFault("t0", "test fault", FaultWords{})
 			require.NoError(t, h.sup.EStop(context.Background(), "op", "test"))
 		}, "g-ok", "move_arm_to", toolerr.EStopActive, ErrEStopActive},
 		{"link down", func(h *harness) { h.drv.setLink(false) }, "g-ok", "move_arm_to", toolerr.Unavailable, ErrLinkDown},
