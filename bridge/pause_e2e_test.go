@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/store"
 )
 
 // The operator's pause, resume and abort of a running task over HTTP, on
@@ -221,4 +223,29 @@ func TestE2E_PauseRoutesRefuseBadRequests(t *testing.T) {
 	}
 	// And nothing changed
 	require.Equal(t, "succeeded", taskData(h.call("get_task", args(map[string]any{"task_id": id})))["status"])
+}
+
+func TestRestart_APausedTaskIsInterruptedAndTheRobotStaysStopped(t *testing.T) {
+	// Given a bridge holding a paused task when it dies: its disk as it is
+	// at that moment (a consistent snapshot of the live store)
+	dir := t.TempDir()
+	h1, _ := bootAt(t, dir, nil, nil)
+	id := h1.startMove(3.0)
+	code, body := h1.pauseTask(id, "inspect before the crash")
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	crashed := t.TempDir()
+	db := openStoreDB(t, dir)
+	_, err := db.Exec(`VACUUM INTO ?`, filepath.Join(crashed, store.DefaultFile))
+	require.NoError(t, err)
+
+	// When a bridge starts on that disk
+	h2, _ := bootAt(t, crashed, nil, nil)
+
+	// Then the paused task is interrupted (paused is live), a fault is
+	// latched for the crash, and nothing is sent to the robot
+	env := h2.call("get_task", args(map[string]any{"task_id": id}))
+	require.Equal(t, "interrupted", taskData(env)["status"], "%v", env)
+	require.Contains(t, env["text"], "was paused")
+	require.Empty(t, motionCommands(h2.sim))
+	require.Equal(t, true, safetyStatus(h2)["fault"].(map[string]any)["latched"])
 }

@@ -415,3 +415,31 @@ func TestPause_RefusedWhenNotExecuting(t *testing.T) {
 	_, err := r.run.Pause(context.Background(), "task-nope", "operator-1", "x")
 	require.Equal(t, toolerr.NotFound, toolerr.As(err).Type)
 }
+
+func TestPause_WaitReturnsWhenPausedAndWhenResumed(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	// Given an agent waiting a minute for the task
+	waited := make(chan actions.TaskView, 1)
+	go func() { w, _ := r.run.Wait(context.Background(), v.ID, time.Minute); waited <- w }()
+	// When an operator pauses it (the pause takes far less than a minute
+	// of robot time)
+	_, err := r.pause(v.ID, "hold")
+	require.NoError(t, err)
+	// Then the wait returns at once, saying paused
+	w := receive(t, waited, 10*time.Second, "the wait did not return when the task was paused")
+	require.Equal(t, fsm.Paused, w.Status)
+	require.Contains(t, w.Text, "Paused by the operator: hold.")
+
+	// Given a wait that begins on the paused task, When time passes, Then
+	// it keeps waiting (no spinning on a held task)
+	go func() { w, _ := r.run.Wait(context.Background(), v.ID, time.Minute); waited <- w }()
+	r.stepFor(2 * time.Second)
+	require.Empty(t, waited)
+	// When the operator resumes, Then it returns, executing
+	_, err = r.resume(v.ID)
+	require.NoError(t, err)
+	w = receive(t, waited, 10*time.Second, "the wait did not return when the task was resumed")
+	require.Equal(t, fsm.Executing, w.Status)
+	r.waitTerminal(v.ID, 30*time.Second)
+}
