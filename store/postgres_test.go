@@ -393,3 +393,16 @@ func TestPostgres_AStoreThatLostItsLockToAnotherNeverWritesAgain(t *testing.T) {
 	// And the store that holds the lock writes
 	move(t, b, "task-a", "move_base_to", fsm.Requested, fsm.EvCancel, t0, "agent")
 }
+
+func TestPostgres_AServerWithoutFsyncIsRefused(t *testing.T) {
+	// Given a server that does not flush its commits to the disk
+	pg := pgtest.New(t, "fsync=off")
+	// When a store opens a database on it
+	_, err := Open(context.Background(), Conf{Driver: DriverPostgres, DSN: pg.CreateDB(t), Logger: quietLogger()})
+	// Then it refuses, saying why and what to change
+	require.ErrorIs(t, err, ErrNotDurable)
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe)
+	require.Contains(t, oe.Problem, "fsync=off")
+	require.Contains(t, oe.Remedy, "turn fsync on")
+}

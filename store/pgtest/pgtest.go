@@ -47,6 +47,7 @@ type Server struct {
 	dir    string // root of everything: data/, sock/
 	port   int
 	runAs  *user.User // nil: the current user
+	extra  []string   // more server settings (name=value)
 	logBuf *lockedBuffer
 
 	mu   sync.Mutex
@@ -105,10 +106,11 @@ func Shutdown() {
 }
 
 // New starts a server of its own for t, closed when t ends (outage tests
-// stop and restart it without disturbing the shared one).
-func New(t testing.TB) *Server {
+// stop and restart it without disturbing the shared one). Settings are
+// extra server settings, "name=value" each (postgres -c).
+func New(t testing.TB, settings ...string) *Server {
 	t.Helper()
-	s, err := Start()
+	s, err := Start(settings...)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -135,8 +137,9 @@ func binDir(pgConfig, glob string) (string, error) {
 }
 
 // Start runs initdb in a new temporary directory and starts the server
-// on a free loopback port. The caller closes it.
-func Start() (*Server, error) {
+// on a free loopback port, with the extra settings ("name=value"). The
+// caller closes it.
+func Start(settings ...string) (*Server, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -145,7 +148,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir, logBuf: &lockedBuffer{}}
+	s := &Server{bin: bin, dir: dir, extra: settings, logBuf: &lockedBuffer{}}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -232,6 +235,9 @@ func (s *Server) Start() error {
 	cmd := s.command("postgres", "-D", s.dataDir(), "-p", strconv.Itoa(s.port), "-k", s.sockDir(),
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=16MB",
 		"-c", "log_min_messages=warning", "-c", "logging_collector=off")
+	for _, kv := range s.extra {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Stdout, cmd.Stderr = s.logBuf, s.logBuf
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
