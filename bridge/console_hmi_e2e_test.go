@@ -197,9 +197,11 @@ func TestE2E_ConsoleHMI_FaultBannerInOperatorWords(t *testing.T) {
 	// Then the banner says it in words, the reason behind a disclosure
 	what := evalJS[string](br, `document.querySelector('[data-alarm="fault"] .what').textContent`)
 	require.NotContains(t, what, CrashFaultReason, "the headline is not the developer reason")
-	require.Contains(t, what, "FAULT LATCHED")
-	require.NotEmpty(t, evalJS[string](br, `document.querySelector('[data-alarm="fault"] .did').textContent`))
-	require.NotEmpty(t, evalJS[string](br, `document.querySelector('[data-alarm="fault"] .check').textContent`))
+	// in the operator sentences /v1/safety carries
+	fault := safetyStatus(h)["fault"].(map[string]any)
+	require.Equal(t, fault["what"], what)
+	require.Equal(t, fault["robot_did"], evalJS[string](br, `document.querySelector('[data-alarm="fault"] .did').textContent`))
+	require.Equal(t, fault["check"], evalJS[string](br, `document.querySelector('[data-alarm="fault"] .check').textContent`))
 	require.True(t, evalJS[bool](br, `!document.querySelector('[data-alarm="fault"] details').open`), "the developer detail is one click away, closed")
 	require.Equal(t, CrashFaultReason, evalJS[string](br, `document.querySelector('[data-alarm="fault"] details pre').textContent`))
 	require.True(t, evalJS[bool](br, onScreen("fault-clear")), "the one button that clears it")

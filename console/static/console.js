@@ -877,12 +877,46 @@
 
   // ---------- tasks ----------
 
+  // renderTasks updates the task cards in place: a card is rebuilt only
+  // when what it offers changes (status, pause, outcome), and a progress
+  // update only moves its bar and text, so a button under the operator's
+  // finger is never swapped for another between press and release.
   function renderTasks() {
     const ul = $('tasks');
     const all = [...model.tasks.values()].sort((a, b) => b.created_at.localeCompare(a.created_at));
     const shown = all.filter((t, i) => !TERMINAL.has(t.status) || i < MAX_TASKS_SHOWN);
     $('tasks-empty').hidden = shown.length > 0;
-    ul.replaceChildren(...shown.map(taskItem));
+    const have = new Map([...ul.children].map((li) => [li.dataset.taskId, li]));
+    const items = shown.map((t) => {
+      const sig = taskSig(t);
+      let li = have.get(t.id);
+      if (li && li.dataset.sig === sig) {
+        updateProgress(li, t);
+      } else {
+        li = taskItem(t);
+        li.dataset.sig = sig;
+      }
+      return li;
+    });
+    const keep = new Set(items);
+    for (const li of [...ul.children]) if (!keep.has(li)) li.remove();
+    items.forEach((li, i) => { if (ul.children[i] !== li) ul.insertBefore(li, ul.children[i] || null); });
+  }
+
+  function taskSig(t) {
+    return JSON.stringify([t.status, t.paused || null, t.error ? t.error.message : '', TERMINAL.has(t.status) ? t.text : '', t.moved]);
+  }
+
+  function updateProgress(li, t) {
+    if (TERMINAL.has(t.status)) return;
+    const frac = t.progress && typeof t.progress.fraction === 'number' ? t.progress.fraction : 0;
+    li.dataset.progress = fmt(frac, 3);
+    const bar = li.querySelector('progress');
+    if (bar) bar.value = frac;
+    const text = t.status === 'paused' ? '' : ((t.progress && t.progress.text) || t.text || '');
+    let p = li.querySelector('.progress-text');
+    if (text && !p) { p = el('div', { class: 'meta progress-text' }); bar.after(p); }
+    if (p) p.textContent = text;
   }
 
   // outcome is the one line a finished task shows: what became of it,
@@ -910,7 +944,8 @@
     const frac = t.progress && typeof t.progress.fraction === 'number' ? t.progress.fraction : 0;
     li.dataset.progress = fmt(frac, 3);
     li.append(el('progress', { max: 1, value: frac, 'aria-label': `Progress of ${t.id}` }));
-    const progressText = (t.progress && t.progress.text) || t.text || '';
+    // A paused task's words are the pause note below, said once.
+    const progressText = t.status === 'paused' ? '' : ((t.progress && t.progress.text) || t.text || '');
     if (progressText) li.append(el('div', { class: 'meta progress-text', text: progressText }));
     if (t.status === 'paused' && t.paused) {
       const p = t.paused;
@@ -1245,7 +1280,7 @@
       const r = await api('POST', `/tasks/${encodeURIComponent(id)}/${action}`, { reason });
       $('reason-dialog').close('ok');
       if (r && r.task) applyTask(r.task);
-      toast(r && r.text ? r.text : (action === 'pause' ? 'Paused ' : 'Aborted ') + id + '.');
+      toast(action === 'pause' ? `Paused ${id}: the robot holds still.` : `Abort sent for ${id}: the robot stops and returns to its safe pose.`);
     } catch (e) {
       $('reason-error').textContent = `Could not ${action}: ` + e.message;
       $('reason-ok').disabled = false;
@@ -1260,7 +1295,7 @@
     try {
       const r = await api('POST', `/tasks/${encodeURIComponent(id)}/resume`, {});
       if (r && r.task) applyTask(r.task);
-      toast(r && r.text ? r.text : 'Resumed ' + id + '.');
+      toast(`Resumed ${id}.`);
     } catch (e) {
       // 409: still paused, for a reason said in operator words.
       toast('Could not resume: ' + e.message, true);
