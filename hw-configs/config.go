@@ -318,6 +318,51 @@ type MQTTConf struct {
 	// TopicPrefix is the first topic level, as in {prefix}/{id}/state
 	// (optional). It defaults to robots.
 	TopicPrefix string `yaml:"topic_prefix,omitempty"`
+	// Listen is the loopback address the embedded broker listens on when
+	// broker is empty (optional); robots (robot-bridge sim --transport
+	// mqtt) connect there. It defaults to 127.0.0.1:1883. Only loopback
+	// addresses are accepted: the embedded broker has no authentication.
+	Listen string `yaml:"listen,omitempty"`
+	// Username is the MQTT username (optional). It defaults to none.
+	Username string `yaml:"username,omitempty"`
+	// PasswordEnv names the environment variable holding the MQTT password
+	// (optional). The password itself never appears in a config or a log.
+	// It defaults to none.
+	PasswordEnv string `yaml:"password_env,omitempty"`
+	// PasswordFile is a file whose contents (trailing line break removed)
+	// are the MQTT password (optional; not with password_env). It defaults
+	// to none.
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// broker's certificate (optional; ssl, tls, mqtts and wss brokers).
+	// It defaults to the system's roots.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// CertFile and KeyFile are the bridge's PEM client certificate and key
+	// (optional, both or neither) for brokers that authenticate clients by
+	// certificate. They default to none.
+	CertFile string `yaml:"cert_file,omitempty"`
+	// KeyFile is the client certificate's private key; see CertFile.
+	KeyFile string `yaml:"key_file,omitempty"`
+	// QoS is the MQTT quality of service of commands and acks, 1 or 2
+	// (optional). It defaults to 1: at least once, made idempotent by the
+	// command ids.
+	QoS int `yaml:"qos,omitempty" jsonschema:"enum=1,enum=2"`
+	// AckTimeout is how long a command may wait for the robot's accepted
+	// ack (optional); past it the command has failed and the supervisor
+	// stops the robot. It is also the command's deadline: a robot refuses
+	// a command that reaches it later. It defaults to 500ms.
+	AckTimeout Duration `yaml:"ack_timeout,omitempty"`
+	// KeepAlive is the MQTT keepalive (optional): a broker declares a
+	// client gone, and publishes its last will, after 1.5 keepalives of
+	// silence. It defaults to 5s.
+	KeepAlive Duration `yaml:"keepalive,omitempty"`
+	// ReconnectMax caps the reconnect backoff, which starts at 1s and
+	// doubles (optional). It defaults to 10s.
+	ReconnectMax Duration `yaml:"reconnect_max,omitempty"`
+	// MaxClockSkew is how far in the future a robot's state stamp may be
+	// and still be accepted (optional); robot and bridge clocks must agree
+	// this well (NTP). It defaults to 250ms.
+	MaxClockSkew Duration `yaml:"max_clock_skew,omitempty"`
 }
 
 // BaseConf holds the mobile base's limits.

@@ -46,6 +46,13 @@ const (
 	DefaultROSHeartbeatTopic = "~heartbeat"
 
 	DefaultMQTTTopicPrefix = "robots"
+	// DefaultMQTTListen is the embedded broker's address.
+	DefaultMQTTListen       = "127.0.0.1:1883"
+	DefaultMQTTQoS          = 1
+	DefaultMQTTAckTimeout   = 500 * time.Millisecond
+	DefaultMQTTKeepAlive    = 5 * time.Second
+	DefaultMQTTReconnectMax = 10 * time.Second
+	DefaultMQTTMaxClockSkew = 250 * time.Millisecond
 )
 
 // TopicNone is the name that, for an optional input topic (estop_topic,
@@ -147,6 +154,25 @@ func (c *Config) ApplyDefaults() {
 	}
 	if m := c.Transport.MQTT; m != nil {
 		setS(&m.TopicPrefix, DefaultMQTTTopicPrefix)
+		if m.Broker == "" {
+			setS(&m.Listen, DefaultMQTTListen)
+		}
+		if m.QoS == 0 {
+			m.QoS = DefaultMQTTQoS
+		}
+		for _, d := range []struct {
+			p *Duration
+			v time.Duration
+		}{
+			{&m.AckTimeout, DefaultMQTTAckTimeout},
+			{&m.KeepAlive, DefaultMQTTKeepAlive},
+			{&m.ReconnectMax, DefaultMQTTReconnectMax},
+			{&m.MaxClockSkew, DefaultMQTTMaxClockSkew},
+		} {
+			if *d.p == 0 {
+				*d.p = Duration(d.v)
+			}
+		}
 	}
 }
 

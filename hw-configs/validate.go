@@ -3,11 +3,13 @@ package hwconfig
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/robot-bridge/robot-bridge/geom"
 )
@@ -322,6 +324,39 @@ func (v *validator) mqtt(m *MQTTConf) {
 			v.p.add(p+"broker", m.Broker, "a URL like tcp://127.0.0.1:1883 (schemes "+strings.Join(schemes, ", ")+"), or empty for the embedded broker",
 				"%q is not a broker URL", m.Broker)
 		}
+	}
+	if m.Listen != "" {
+		host, port, err := net.SplitHostPort(m.Listen)
+		ip := net.ParseIP(host)
+		switch {
+		case m.Broker != "":
+			v.p.add(p+"listen", m.Listen, "empty when broker is set (listen is the embedded broker's address)",
+				"is set together with broker %q", m.Broker)
+		case err != nil || port == "" || (ip == nil && host != "localhost") || (ip != nil && !ip.IsLoopback()):
+			v.p.add(p+"listen", m.Listen, "a loopback host:port like 127.0.0.1:1883 (the embedded broker has no authentication)",
+				"%q is not a loopback address", m.Listen)
+		}
+	}
+	if m.PasswordEnv != "" && m.PasswordFile != "" {
+		v.p.add(p+"password_file", m.PasswordFile, "password_env or password_file, not both", "is set together with password_env")
+	}
+	if (m.PasswordEnv != "" || m.PasswordFile != "") && m.Username == "" {
+		v.p.add(p+"username", nil, "a username whenever a password is configured", "is missing")
+	}
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		v.p.add(p+"key_file", m.KeyFile, "cert_file and key_file both set, or both empty", "cert_file and key_file must come together")
+	}
+	if m.QoS != 0 && m.QoS != 1 && m.QoS != 2 {
+		v.p.add(p+"qos", m.QoS, "1 or 2 (commands must arrive at least once)", "%d is not an allowed QoS", m.QoS)
+	}
+	if m.AckTimeout.D() > 0 && m.AckTimeout.D() < 10*time.Millisecond {
+		v.p.add(p+"ack_timeout", m.AckTimeout.String(), "at least 10ms", "%s is too short for any network", m.AckTimeout.String())
+	}
+	if m.KeepAlive.D() > 0 && m.KeepAlive.D() < time.Second {
+		v.p.add(p+"keepalive", m.KeepAlive.String(), "at least 1s (MQTT counts keepalive in whole seconds)", "%s is below one second", m.KeepAlive.String())
+	}
+	if m.ReconnectMax.D() > 0 && m.ReconnectMax.D() < time.Second {
+		v.p.add(p+"reconnect_max", m.ReconnectMax.String(), "at least 1s (the backoff starts at 1s)", "%s is below one second", m.ReconnectMax.String())
 	}
 	if m.TopicPrefix != "" {
 		for level := range strings.SplitSeq(m.TopicPrefix, "/") {

@@ -1,0 +1,664 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
+)
+
+// Conf configures a Driver.
+type Conf struct {
+	// Config is the robot's hw-config; its transport.mqtt section says how
+	// to reach the broker. Required.
+	Config *hwconfig.Config
+	// Broker (optional) overrides transport.mqtt.broker: the URL of the
+	// embedded broker the bridge started. It defaults to the config's.
+	Broker string
+	// Env (optional) reads the password_env variable. It defaults to
+	// os.Getenv.
+	Env func(string) string
+	// Clock (optional) times acks, state freshness and staleness. It
+	// defaults to the real clock.
+	Clock clockwork.Clock
+	// Logger (optional) receives logs with component=mqtt. It defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer (optional) receives the transport's metrics. It defaults
+	// to none.
+	Registerer prometheus.Registerer
+	// ReadyTimeout bounds how long Start waits for the broker connection
+	// (optional). It defaults to 10s. The robot need not be there yet:
+	// LinkUp stays false until it is.
+	ReadyTimeout time.Duration
+	// StateTimeout: a state stamped longer ago than this is stale and
+	// dropped, and with no state for this long the link is down
+	// (optional). It defaults to safety.state_timeout plus five
+	// safety.control_period, as for ROS: when a robot goes quiet the
+	// supervisor's own silence watchdog (at safety.state_timeout) stops
+	// the motion and names the cause first.
+	StateTimeout time.Duration
+}
+
+// Driver is the MQTT transport to one robot. Driver implements the
+// supervisor's driver interface (safety.Driver), its goal reporting
+// (safety.GoalReporter: the robot's done ack) and the bridge's lifecycle
+// (Start, Close).
+type Driver struct {
+	conn    Connection
+	topics  Topics
+	qos     byte
+	ackWait time.Duration
+	skew    time.Duration
+	stale   time.Duration
+	ready   time.Duration
+	clk     clockwork.Clock
+	log     *slog.Logger
+	met     *Metrics
+	hub     robot.Hub
+	session string // this driver's run, in stop ids
+
+	client paho.Client
+
+	mu        sync.Mutex
+	started   bool              // guarded by mu
+	connected bool              // guarded by mu: broker connection up and subscribed
+	online    bool              // guarded by mu: robot status online
+	down      chan struct{}     // guarded by mu: closed when the link goes down
+	warned    map[Reason]*burst // guarded by mu
+
+	// cmdMu orders Stop against the hand-over of a command, so that a
+	// command accepted after a Stop is followed by another stop.
+	cmdMu   sync.Mutex
+	stopGen uint64                    // guarded by cmdMu
+	stopSeq uint64                    // guarded by cmdMu
+	pending map[string]*waiter        // guarded by cmdMu: commands awaiting or running, by id
+	current map[string]string         // guarded by cmdMu: action → id of the command the bridge cares about
+	reached struct{ id, text string } // guarded by cmdMu: the last command the robot reported done
+	faults  map[string]string         // guarded by cmdMu: goal_failed:<action> → robot's reason
+
+	stMu    sync.Mutex
+	stSess  string    // guarded by stMu
+	stSeq   uint64    // guarded by stMu
+	stStamp time.Time // guarded by stMu
+	stAt    time.Time // guarded by stMu: driver clock at the last accepted state
+	haveSt  bool      // guarded by stMu
+}
+
+// waiter is one command the driver sent, awaiting acks.
+type waiter struct {
+	action string
+	acks   chan Ack
+}
+
+// burst is one drop reason's log throttle: the first drop of a burst is
+// logged, the rest are counted and summed up in the next log line.
+type burst struct {
+	at     time.Time
+	missed int
+}
+
+var _ interface {
+	Send(context.Context, robot.Command) error
+	Refresh(context.Context) error
+	Stop(context.Context) error
+	Latest() (robot.State, bool)
+	Subscribe() (<-chan robot.State, func())
+	LinkUp() bool
+	GoalSucceeded(string) (string, bool)
+	Start(context.Context) error
+	Close() error
+} = (*Driver)(nil)
+
+// New validates conf and returns a driver. It does not touch the network;
+// call Start.
+func New(conf Conf) (*Driver, error) {
+	if conf.Config == nil || conf.Config.Transport.MQTT == nil {
+		return nil, errors.New("mqtt: Conf.Config with a transport.mqtt section is required")
+	}
+	cfg := conf.Config.Clone()
+	cfg.ApplyDefaults()
+	m := cfg.Transport.MQTT
+	if conf.Clock == nil {
+		conf.Clock = clockwork.NewRealClock()
+	}
+	if conf.Logger == nil {
+		conf.Logger = slog.Default()
+	}
+	if conf.ReadyTimeout <= 0 {
+		conf.ReadyTimeout = 10 * time.Second
+	}
+	if conf.StateTimeout <= 0 {
+		conf.StateTimeout = cfg.Safety.StateTimeout.D() + 5*cfg.Safety.ControlPeriod.D()
+	}
+	id := m.ClientID
+	if id == "" {
+		id = "robot-bridge-" + cfg.Robot.ID
+	}
+	conn, err := ConnectionFrom(m, conf.Broker, id, conf.Env)
+	if err != nil {
+		return nil, err
+	}
+	var sess [4]byte
+	_, _ = rand.Read(sess[:])
+	d := &Driver{
+		conn: conn, topics: Topics{Prefix: m.TopicPrefix, ID: cfg.Robot.ID}, qos: byte(m.QoS),
+		ackWait: m.AckTimeout.D(), skew: m.MaxClockSkew.D(), stale: conf.StateTimeout, ready: conf.ReadyTimeout,
+		clk: conf.Clock, met: NewMetrics(conf.Registerer), session: hex.EncodeToString(sess[:]),
+		pending: map[string]*waiter{}, current: map[string]string{}, faults: map[string]string{},
+		warned: map[Reason]*burst{}, down: make(chan struct{}),
+	}
+	d.log = conf.Logger.With("component", "mqtt", "robot", cfg.Robot.ID)
+	return d, nil
+}
+
+// Topics returns the robot's topic layout.
+func (d *Driver) Topics() Topics { return d.topics }
+
+// Metrics returns the driver's collectors.
+func (d *Driver) Metrics() *Metrics { return d.met }
+
+// Start connects to the broker and subscribes to the robot's topics,
+// waiting at most Conf.ReadyTimeout for the broker. The robot need not be
+// online: LinkUp says when it is. After a lost connection the client
+// reconnects on its own and subscribes again.
+func (d *Driver) Start(ctx context.Context) error {
+	d.mu.Lock()
+	if d.started {
+		d.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	d.started = true
+	d.mu.Unlock()
+	o := d.conn.clientOptions(d.topics.Bridge(), d.qos)
+	o.SetOnConnectHandler(func(c paho.Client) { go d.onConnect(c) })
+	o.SetConnectionLostHandler(func(_ paho.Client, err error) { d.onLost(err) })
+	d.client = paho.NewClient(o)
+	tok := d.client.Connect()
+	wait := d.ready
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	start := time.Now()
+	for !d.isConnected() {
+		if time.Since(start) > wait || ctx.Err() != nil {
+			d.client.Disconnect(0)
+			d.mu.Lock()
+			d.started = false
+			d.mu.Unlock()
+			if tok.Error() != nil {
+				return fmt.Errorf("mqtt: broker %s: %w", redactURL(d.conn.Broker), tok.Error())
+			}
+			return fmt.Errorf("mqtt: broker %s not reached within %s", redactURL(d.conn.Broker), wait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.log.Info("mqtt link to the broker up", "conn", d.conn, "prefix", d.topics.Prefix)
+	return nil
+}
+
+func (d *Driver) isConnected() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.connected
+}
+
+// onConnect subscribes to the robot's topics (the session is clean, so
+// after every reconnect too) and announces the bridge online. It runs on a
+// goroutine of its own: paho's handlers must not block.
+func (d *Driver) onConnect(c paho.Client) {
+	subs := map[string]byte{
+		d.topics.State(): 0, d.topics.Ack(): d.qos, d.topics.Events(): 0, d.topics.Status(): 1,
+	}
+	tok := c.SubscribeMultiple(subs, d.route)
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		d.log.Warn("mqtt subscribe failed; reconnecting", "err", tok.Error())
+		return
+	}
+	c.Publish(d.topics.Bridge(), 1, true, StatusOnline)
+	d.mu.Lock()
+	d.connected = true
+	d.mu.Unlock()
+	d.met.Connected.Set(1)
+	d.met.Connects.Inc()
+	d.log.Info("mqtt connected and subscribed", "state", d.topics.State())
+}
+
+// onLost marks the link down at once: pending commands fail, LinkUp is
+// false until the broker is back and the robot's status says online again.
+func (d *Driver) onLost(err error) {
+	d.mu.Lock()
+	d.connected, d.online = false, false
+	d.closeDownLocked()
+	d.mu.Unlock()
+	d.met.Connected.Set(0)
+	d.log.Warn("mqtt connection to the broker lost; reconnecting with backoff", "err", err)
+}
+
+// closeDownLocked wakes every waiter on the link. Caller holds mu.
+func (d *Driver) closeDownLocked() {
+	close(d.down)
+	d.down = make(chan struct{})
+}
+
+func (d *Driver) downCh() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.down
+}
+
+// route dispatches one incoming message. It runs on paho's goroutine and
+// never blocks.
+func (d *Driver) route(_ paho.Client, m paho.Message) {
+	switch m.Topic() {
+	case d.topics.State():
+		d.onState(m.Payload())
+	case d.topics.Ack():
+		d.onAck(m.Payload())
+	case d.topics.Status():
+		d.onStatus(m.Payload())
+	case d.topics.Events():
+		d.onEvent(m.Payload())
+	}
+}
+
+// dropped counts a dropped payload and logs the first of a burst (at most
+// one line per reason per 5 s, saying how many were dropped silently
+// since). The payload itself is never logged.
+func (d *Driver) dropped(topic string, err error) {
+	r := ReasonMalformed
+	if pe, ok := errors.AsType[*PayloadError](err); ok {
+		r = pe.Reason
+	}
+	d.met.Dropped.WithLabelValues(string(r)).Inc()
+	now := time.Now()
+	d.mu.Lock()
+	b := d.warned[r]
+	if b == nil {
+		b = &burst{}
+		d.warned[r] = b
+	}
+	if !b.at.IsZero() && now.Sub(b.at) < 5*time.Second {
+		b.missed++
+		d.mu.Unlock()
+		return
+	}
+	missed := b.missed
+	b.at, b.missed = now, 0
+	d.mu.Unlock()
+	d.log.Warn("mqtt payload dropped", "topic", topic, "reason", string(r), "err", truncate(err.Error(), 200), "dropped_since_last_line", missed)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (d *Driver) onStatus(raw []byte) {
+	s := strings.TrimSpace(string(raw))
+	var online bool
+	switch s {
+	case StatusOnline:
+		online = true
+	case StatusOffline, "":
+		// An empty retained message clears the topic: nobody says online.
+	default:
+		d.dropped(d.topics.Status(), drop(ReasonInvalid, "status %q (allowed: online, offline)", truncate(s, 32)))
+		return
+	}
+	d.mu.Lock()
+	was := d.online
+	d.online = online
+	if was && !online {
+		d.closeDownLocked()
+	}
+	d.mu.Unlock()
+	if was != online {
+		d.log.Info("robot status changed", "status", map[bool]string{true: StatusOnline, false: StatusOffline}[online])
+	}
+}
+
+func (d *Driver) onEvent(raw []byte) {
+	e, err := DecodeEvent(raw)
+	if err != nil {
+		d.dropped(d.topics.Events(), err)
+		return
+	}
+	d.log.Info("robot event", "kind", e.Kind, "command", e.CommandID)
+	d.log.Debug("robot event detail", "kind", e.Kind, "detail", e.Detail)
+}
+
+// onState checks a state's order and freshness and publishes it.
+func (d *Driver) onState(raw []byte) {
+	p, err := DecodeState(raw)
+	if err != nil {
+		d.dropped(d.topics.State(), err)
+		return
+	}
+	now := d.clk.Now()
+	switch age := now.Sub(p.Stamp); {
+	case age > d.stale:
+		d.dropped(d.topics.State(), drop(ReasonStale, "stamped %s ago (state timeout %s)", age.Round(time.Millisecond), d.stale))
+		return
+	case -age > d.skew:
+		d.dropped(d.topics.State(), drop(ReasonFuture, "stamped %s in the future (max_clock_skew %s)", (-age).Round(time.Millisecond), d.skew))
+		return
+	}
+	d.stMu.Lock()
+	switch {
+	case !d.haveSt:
+	case p.Session == d.stSess && p.Seq <= d.stSeq:
+		d.stMu.Unlock()
+		d.dropped(d.topics.State(), drop(ReasonOutOfOrder, "seq %d after %d of session %s", p.Seq, d.stSeq, truncate(p.Session, 16)))
+		return
+	case p.Session != d.stSess && p.Stamp.Before(d.stStamp):
+		d.stMu.Unlock()
+		d.dropped(d.topics.State(), drop(ReasonOutOfOrder, "session %s stamped before the last state of session %s", truncate(p.Session, 16), truncate(d.stSess, 16)))
+		return
+	}
+	if d.haveSt && p.Session != d.stSess {
+		d.log.Info("robot state session changed (the robot restarted its publisher)", "session", truncate(p.Session, 16))
+	}
+	d.stSess, d.stSeq, d.stStamp, d.stAt, d.haveSt = p.Session, p.Seq, p.Stamp, now, true
+	st := p.RobotState()
+	d.cmdMu.Lock()
+	if len(d.faults) > 0 {
+		st.Faults = append([]string(nil), st.Faults...)
+		for code, text := range d.faults {
+			st.Faults = append(st.Faults, code+" ("+text+")")
+		}
+		sort.Strings(st.Faults)
+	}
+	d.cmdMu.Unlock()
+	// Published under stMu so that states reach the hub in the order
+	// they were accepted.
+	d.hub.Publish(st)
+	d.stMu.Unlock()
+}
+
+// onAck routes an ack to the command it answers.
+func (d *Driver) onAck(raw []byte) {
+	a, err := DecodeAck(raw)
+	if err != nil {
+		d.dropped(d.topics.Ack(), err)
+		return
+	}
+	d.cmdMu.Lock()
+	w := d.pending[a.ID]
+	if w == nil {
+		d.cmdMu.Unlock()
+		d.dropped(d.topics.Ack(), drop(ReasonUnknownCommand, "ack %s for command %q, which this bridge does not wait on", a.Status, truncate(a.ID, 64)))
+		return
+	}
+	d.met.Acks.WithLabelValues(a.Status).Inc()
+	cur := d.current[w.action] == a.ID
+	switch a.Status {
+	case AckDone:
+		if cur {
+			d.reached.id, d.reached.text = a.ID, a.Reason
+			delete(d.current, w.action)
+		}
+		delete(d.pending, a.ID)
+	case AckFailed:
+		if cur {
+			d.faults["goal_failed:"+w.action] = a.Reason
+			delete(d.current, w.action)
+		}
+		delete(d.pending, a.ID)
+	}
+	select {
+	case w.acks <- a:
+	default: // nobody waits any more (Send returned); the state above is what counts
+	}
+	d.cmdMu.Unlock()
+	if a.Status == AckFailed && cur {
+		d.log.Warn("robot reports a command failed", "id", a.ID, "action", w.action, "reason", truncate(a.Reason, 200))
+	}
+}
+
+// LinkUp reports whether the robot is reachable now: the broker
+// connection is up, the robot's status is online, and a state arrived
+// within the state timeout. The robot's last will (offline) makes it false
+// at once.
+func (d *Driver) LinkUp() bool {
+	d.mu.Lock()
+	up := d.connected && d.online
+	d.mu.Unlock()
+	if !up {
+		return false
+	}
+	d.stMu.Lock()
+	defer d.stMu.Unlock()
+	return d.haveSt && d.clk.Since(d.stAt) <= d.stale
+}
+
+// Latest returns the newest state received, false if none yet.
+func (d *Driver) Latest() (robot.State, bool) { return d.hub.Latest() }
+
+// Subscribe streams states as they arrive (latest-value semantics).
+func (d *Driver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
+
+// publish hands one message to the client. It fails at once when the
+// connection is not open: paho would otherwise keep the message and send
+// it after a reconnect, and the driver never replays a motion command.
+func (d *Driver) publish(topic string, qos byte, retained bool, payload []byte) (paho.Token, error) {
+	if d.client == nil || !d.client.IsConnectionOpen() || !d.isConnected() {
+		return nil, ErrLinkDown
+	}
+	return d.client.Publish(topic, qos, retained, payload), nil
+}
+
+// Send publishes one motion command and returns once the robot acked it
+// accepted; a failed ack returns the robot's reason (ErrRefused), no ack
+// within ack_timeout returns ErrNoAck, a lost link ErrLinkDown. A command
+// the robot accepted after a Stop was issued is followed by another stop
+// and returns ErrSuperseded.
+func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
+	if err := cmd.Validate(); err != nil {
+		return fmt.Errorf("mqtt send: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mqtt send %q: %w", cmd.ID, err)
+	}
+	if cmd.ID == "" {
+		return fmt.Errorf("mqtt send: %w", errors.New("a command needs an id (the robot dedupes by it)"))
+	}
+	if !d.LinkUp() {
+		return fmt.Errorf("mqtt send %q: %w", cmd.ID, ErrLinkDown)
+	}
+	issued := d.clk.Now()
+	p, err := CommandFrom(cmd, issued, issued.Add(d.ackWait))
+	if err != nil {
+		return fmt.Errorf("mqtt send: %w", err)
+	}
+	raw, err := Marshal(p)
+	if err != nil {
+		return fmt.Errorf("mqtt send %q: %w", cmd.ID, err)
+	}
+	down := d.downCh()
+	w := &waiter{action: p.Action, acks: make(chan Ack, 8)}
+	d.cmdMu.Lock()
+	gen := d.stopGen
+	if old := d.current[p.Action]; old != "" {
+		delete(d.pending, old)
+	}
+	d.pending[cmd.ID] = w
+	d.current[p.Action] = cmd.ID
+	delete(d.faults, "goal_failed:"+p.Action)
+	d.cmdMu.Unlock()
+	// Published outside cmdMu, so a Stop never waits for it. A Stop that
+	// comes in between is issued after this command: the robot refuses a
+	// command issued before its last stop, and the acceptance check below
+	// follows a late acceptance with another stop.
+	tok, err := d.publish(d.topics.Cmd(p.Action), d.qos, false, raw)
+	forget := func() {
+		d.cmdMu.Lock()
+		delete(d.pending, cmd.ID)
+		if d.current[p.Action] == cmd.ID {
+			delete(d.current, p.Action)
+		}
+		d.cmdMu.Unlock()
+	}
+	if err != nil {
+		forget()
+		return &CommandError{ID: cmd.ID, Action: p.Action, Err: err}
+	}
+	d.met.Commands.WithLabelValues(p.Action).Inc()
+	timer := d.clk.NewTimer(d.ackWait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-tok.Done():
+			if tok.Error() != nil {
+				forget()
+				return &CommandError{ID: cmd.ID, Action: p.Action, Err: fmt.Errorf("%w: publish: %w", ErrLinkDown, tok.Error())}
+			}
+			tok = doneToken{}
+		case a := <-w.acks:
+			switch a.Status {
+			case AckProgress:
+				continue
+			case AckFailed:
+				return &CommandError{ID: cmd.ID, Action: p.Action, Reason: a.Reason, Err: ErrRefused}
+			}
+			// accepted, or done before the accepted arrived.
+			d.cmdMu.Lock()
+			superseded := d.stopGen != gen
+			d.cmdMu.Unlock()
+			if superseded {
+				d.log.Warn("command accepted after a stop was issued; stopping again", "id", cmd.ID, "action", p.Action)
+				_ = d.Stop(context.WithoutCancel(ctx))
+				return &CommandError{ID: cmd.ID, Action: p.Action, Err: ErrSuperseded}
+			}
+			return nil
+		case <-timer.Chan():
+			forget()
+			d.met.AckTimeouts.Inc()
+			return &CommandError{ID: cmd.ID, Action: p.Action, Err: fmt.Errorf("%w within the ack timeout of %s", ErrNoAck, d.ackWait)}
+		case <-down:
+			forget()
+			return &CommandError{ID: cmd.ID, Action: p.Action, Err: fmt.Errorf("%w while waiting for the ack", ErrLinkDown)}
+		case <-ctx.Done():
+			forget()
+			return &CommandError{ID: cmd.ID, Action: p.Action, Err: fmt.Errorf("waiting for the ack: %w", context.Cause(ctx))}
+		}
+	}
+}
+
+// doneToken is a token already done, so a select on it never fires again.
+type doneToken struct{}
+
+func (doneToken) Wait() bool                     { return true }
+func (doneToken) WaitTimeout(time.Duration) bool { return true }
+func (doneToken) Done() <-chan struct{}          { return nil }
+func (doneToken) Error() error                   { return nil }
+
+// GoalSucceeded reports whether the robot acked the command cmdID done,
+// with its words. It is false for any other command, one that failed, and
+// one the bridge stopped or replaced.
+func (d *Driver) GoalSucceeded(cmdID string) (string, bool) {
+	if cmdID == "" {
+		return "", false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	if d.reached.id != cmdID {
+		return "", false
+	}
+	return d.reached.text, true
+}
+
+// Refresh publishes a refresh (QoS 0) that feeds the robot's command
+// watchdog.
+func (d *Driver) Refresh(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mqtt refresh: %w", err)
+	}
+	d.cmdMu.Lock()
+	d.stopSeq++
+	id := fmt.Sprintf("refresh-%s-%d", d.session, d.stopSeq)
+	d.cmdMu.Unlock()
+	raw, err := Marshal(Command{V: Version, ID: id, Action: ActionRefresh, Issued: d.clk.Now()})
+	if err != nil {
+		return fmt.Errorf("mqtt refresh: %w", err)
+	}
+	if _, err := d.publish(d.topics.Cmd(ActionRefresh), 0, false, raw); err != nil {
+		return fmt.Errorf("mqtt refresh: %w", err)
+	}
+	return nil
+}
+
+// stopFlush is how long Stop waits for the broker to take the stop
+// (PUBACK) before returning; it never waits longer, and a stop not yet
+// acknowledged by then is still on its way (QoS 1 retransmits it).
+const stopFlush = 50 * time.Millisecond
+
+// Stop publishes a stop (QoS 1, its own id) that cancels every goal. It
+// never waits for a Send in flight and returns within stopFlush; with no
+// broker connection it fails at once (ErrLinkDown), and the robot's own
+// watchdog — and its reaction to the bridge's last will — is the
+// backstop.
+func (d *Driver) Stop(_ context.Context) error {
+	d.cmdMu.Lock()
+	d.stopGen++
+	d.stopSeq++
+	id := fmt.Sprintf("stop-%s-%d", d.session, d.stopSeq)
+	clear(d.current)
+	clear(d.faults)
+	d.cmdMu.Unlock()
+	raw, err := Marshal(Command{V: Version, ID: id, Action: ActionStop, Issued: d.clk.Now()})
+	if err != nil {
+		return fmt.Errorf("mqtt stop: %w", err)
+	}
+	tok, err := d.publish(d.topics.Cmd(ActionStop), d.qos, false, raw)
+	if err != nil {
+		return fmt.Errorf("mqtt stop: %w", err)
+	}
+	d.met.Commands.WithLabelValues(ActionStop).Inc()
+	if tok.WaitTimeout(stopFlush) && tok.Error() != nil {
+		return fmt.Errorf("mqtt stop: %w: %w", ErrLinkDown, tok.Error())
+	}
+	return nil
+}
+
+// Close announces the bridge offline, stops the robot as its last command
+// and disconnects. It is safe to call more than once.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	started := d.started
+	d.started = false
+	d.mu.Unlock()
+	if !started || d.client == nil {
+		return nil
+	}
+	if tok, err := d.publish(d.topics.Bridge(), 1, true, []byte(StatusOffline)); err == nil {
+		tok.WaitTimeout(time.Second)
+	}
+	err := d.Stop(context.Background())
+	d.client.Disconnect(250)
+	d.mu.Lock()
+	d.connected, d.online = false, false
+	d.closeDownLocked()
+	d.mu.Unlock()
+	d.met.Connected.Set(0)
+	d.log.Info("mqtt link closed")
+	if errors.Is(err, ErrLinkDown) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,53 @@
+package mqtt
+
+import "strings"
+
+// Topics is the topic layout of one robot under a prefix:
+//
+//	{prefix}/{id}/state          robot → bridge, retained, JSON (State)
+//	{prefix}/{id}/cmd/{action}   bridge → robot, QoS 1, JSON (Command)
+//	{prefix}/{id}/ack            robot → bridge, QoS 1, JSON (Ack)
+//	{prefix}/{id}/events         robot → bridge, JSON (Event)
+//	{prefix}/{id}/status         robot's status, retained: online, or its last will offline
+//	{prefix}/{id}/bridge         bridge's status, retained: online, or its last will offline
+//
+// Every topic of a robot sits under {prefix}/{id}/, so a bridge in front of
+// many robots subscribes to {prefix}/+/state and friends and routes by the
+// second level; one robot's bridge subscribes to its own id only.
+type Topics struct {
+	Prefix string
+	ID     string
+}
+
+func (t Topics) root() string { return t.Prefix + "/" + t.ID + "/" }
+
+// State is the robot's state topic.
+func (t Topics) State() string { return t.root() + "state" }
+
+// Cmd is the command topic of action.
+func (t Topics) Cmd(action string) string { return t.root() + "cmd/" + action }
+
+// CmdFilter matches every command topic of the robot.
+func (t Topics) CmdFilter() string { return t.root() + "cmd/+" }
+
+// Ack is the robot's ack topic.
+func (t Topics) Ack() string { return t.root() + "ack" }
+
+// Events is the robot's event topic.
+func (t Topics) Events() string { return t.root() + "events" }
+
+// Status is the robot's status topic (its last will).
+func (t Topics) Status() string { return t.root() + "status" }
+
+// Bridge is the bridge's status topic for this robot (the bridge's last
+// will).
+func (t Topics) Bridge() string { return t.root() + "bridge" }
+
+// ActionOf returns the {action} level of a command topic of this robot.
+func (t Topics) ActionOf(topic string) (string, bool) {
+	rest, ok := strings.CutPrefix(topic, t.root()+"cmd/")
+	if !ok || rest == "" || strings.Contains(rest, "/") {
+		return "", false
+	}
+	return rest, true
+}
