@@ -135,6 +135,9 @@ func (c *corpus) walk(where, path string, v any) {
 				c.add(where, p, fragment, s)
 			case k == "text" || k == "message" || k == "suggestion":
 				c.add(where, p, sentences, s)
+			case k == "what" || k == "robot_did" || k == "check":
+				// A latched fault in an operator's words (issue 14).
+				c.add(where, p, sentences, s)
 			case k == "robot" || k == "preview" || k == "robot_state" || k == "description":
 				c.add(where, p, fragment, s)
 			}
@@ -645,6 +648,30 @@ func corpusSituations(t *testing.T, h *harness, c *corpus) {
 	h.approve(id)
 	waitDriving(t, h, id)
 	call("cancel_task", map[string]any{"task_id": id})
+	h.waitTask(id, 30*time.Second)
+
+	c.at("a drive paused by an operator, then resumed")
+	id = taskID(t, call("move_base_to", awayTarget(t, h)))
+	h.approve(id)
+	waitDriving(t, h, id)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "a person is crossing"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	call("get_task", map[string]any{"task_id": id})
+	call("move_arm_to", map[string]any{"pose": "ready"})
+	h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "again"})
+	code, body = h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	h.waitTask(id, 30*time.Second)
+	h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
+
+	c.at("a drive paused by an operator, then aborted")
+	id = taskID(t, call("move_base_to", awayTarget(t, h)))
+	h.approve(id)
+	waitDriving(t, h, id)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "check the load"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/abort", h.operator, map[string]any{"reason": "load is loose"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
 	h.waitTask(id, 30*time.Second)
 
 	c.at("a grant-covered call")
