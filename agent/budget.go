@@ -116,12 +116,16 @@ func cutText(s string, limit int) string {
 	if limit <= len("…") {
 		return ""
 	}
-	head := s[:limit-len("…")]
-	for !utf8.ValidString(head) {
-		head = head[:len(head)-1]
+	cut := limit - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
 	}
+	head := s[:cut]
 	if i := strings.LastIndexAny(head, ".!?"); i > 0 && i+1 < len(s) && (s[i+1] == ' ' || s[i+1] == '\n') {
 		return head[:i+1]
+	}
+	if s[len(head)] == ' ' {
+		return head + "…"
 	}
 	if i := strings.LastIndexByte(head, ' '); i > 0 {
 		return head[:i] + "…"

@@ -55,8 +55,8 @@ Flags:
 // options are the parsed flags.
 type options struct {
 	bridge, tokenFile, backend, model, baseURL, session, instructions string
-	limits                                                           agent.Limits
-	verbose                                                          bool
+	limits                                                            agent.Limits
+	verbose                                                           bool
 }
 
 func newFlags(stderr io.Writer, env func(string) string) (*flag.FlagSet, *options) {
