@@ -251,20 +251,28 @@ func (b *Bridge) consoleSnapshotOf(ctx context.Context, starts *taskStarts) cons
 		}
 	}
 	if scene, err := b.perception.Describe(ctx, perception.Query{MaxObjects: 50, MinConfidence: 0}); err == nil {
-		for _, o := range scene.Objects {
-			x, y := o.Position.Room.X, o.Position.Room.Y
-			if len(cfg.World.Bounds) >= 3 && !insidePolygon(cfg.World.Bounds, x, y) {
-				// A detection placed outside the room is not a real object
-				// in it (a false positive, a reflection, a wrong pose).
-				s.ObjectsOutside++
-				continue
-			}
-			s.Objects = append(s.Objects, consoleObject{
-				ID: o.ID, Label: o.Label, X: x, Y: y, Stale: o.Stale, Uncertain: o.Uncertain,
-			})
-		}
+		s.Objects, s.ObjectsOutside = objectsInRoom(cfg.World.Bounds, scene.Objects)
 	}
 	return s
+}
+
+// objectsInRoom returns the scene's objects that lie inside the room, as
+// the map draws them, and how many lie outside it. A detection placed
+// outside the room is not a real object in it (a false positive, a
+// reflection, a wrong pose), so the map never draws it as one. Without a
+// room outline (fewer than three points) every object is kept.
+func objectsInRoom(bounds []hwconfig.Point2, objs []perception.Object) ([]consoleObject, int) {
+	in := []consoleObject{}
+	outside := 0
+	for _, o := range objs {
+		x, y := o.Position.Room.X, o.Position.Room.Y
+		if len(bounds) >= 3 && !insidePolygon(bounds, x, y) {
+			outside++
+			continue
+		}
+		in = append(in, consoleObject{ID: o.ID, Label: o.Label, X: x, Y: y, Stale: o.Stale, Uncertain: o.Uncertain})
+	}
+	return in, outside
 }
 
 // approvalForConsole adds the joint positions an arm request asks for.

@@ -10,6 +10,8 @@ import (
 	"github.com/robot-bridge/robot-bridge/events"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/perception"
+	"github.com/robot-bridge/robot-bridge/robot"
 )
 
 func TestInsidePolygon_NonConvexRoom(t *testing.T) {
@@ -60,4 +62,24 @@ func TestTaskStarts_MovedOnlyWhenKnown(t *testing.T) {
 	require.True(t, *moved("b"))
 	require.Nil(t, moved("c"), "unknown, never a guess")
 	require.Nil(t, moved("never-seen"))
+}
+
+// TestObjectsInRoom_DetectionsOutsideAreNotDrawn: a detection placed
+// outside the room (through a wall, behind a window) is counted, never
+// drawn as an object in it.
+func TestObjectsInRoom_DetectionsOutsideAreNotDrawn(t *testing.T) {
+	room := []hwconfig.Point2{{-2, -2}, {2, -2}, {2, 2}, {-2, 2}}
+	at := func(id string, x, y float64) perception.Object {
+		return perception.Object{ID: id, Label: "cup", Position: perception.Frames{Room: robot.Vec3{X: x, Y: y}}}
+	}
+	objs := []perception.Object{at("in", 1, 1), at("through-the-wall", 3.5, 0), at("behind", -1, -7)}
+
+	in, outside := objectsInRoom(room, objs)
+	require.Equal(t, []consoleObject{{ID: "in", Label: "cup", X: 1, Y: 1}}, in)
+	require.Equal(t, 2, outside)
+
+	// Without a room outline nothing can be judged outside
+	in, outside = objectsInRoom(nil, objs)
+	require.Len(t, in, 3)
+	require.Zero(t, outside)
 }
