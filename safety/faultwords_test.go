@@ -45,8 +45,10 @@ func TestFaultWords_EveryLatchPathInOperatorWords(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%d/%v", k, c, confirmed), func(t *testing.T) {
 					// A transport's error, as it arrives wrapped in a
 					// trip's detail, never reaches the operator's words.
-					trip := &Trip{Kind: k, Detail: "the driver failed to refresh the motion: inproc refresh: no ack within 2.833333333s",
-						age: 2833333333 * time.Nanosecond, limit: 12345 * time.Millisecond}
+					trip := &Trip{
+						Kind: k, Detail: "the driver failed to refresh the motion: inproc refresh: no ack within 2.833333333s",
+						age: 2833333333 * time.Nanosecond, limit: 12345 * time.Millisecond,
+					}
 					w := h.sup.faultWords("move_base_to", c, Outcome{Trip: trip, StopConfirmed: confirmed})
 					requireOperatorWords(t, w)
 				})

@@ -32,7 +32,7 @@ var (
 	ErrPauseUnconfirmed = errors.New("the robot was not confirmed at rest after the pause")
 )
 
-// PhasePaused: an operator paused the motion; the robot is held at rest
+// PhasePaused is the phase of a motion an operator paused: the robot is held at rest
 // and the motion keeps the robot until it is resumed or ends.
 const PhasePaused Phase = "paused"
 
