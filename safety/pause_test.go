@@ -443,3 +443,63 @@ func TestPause_WaitReturnsWhenPausedAndWhenResumed(t *testing.T) {
 	require.Equal(t, fsm.Executing, w.Status)
 	r.waitTerminal(v.ID, 30*time.Second)
 }
+
+func TestPause_RacingTheNaturalSuccessAnswersItSucceeded(t *testing.T) {
+	r := newRig(t)
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 1.0, "y": 0.0})
+	answered := make(chan taskAnswer, 1)
+	// Given the success being recorded, When an operator pauses right then
+	r.rec.when(fsm.EvSucceed, func(actions.TransitionRecord) {
+		go func() {
+			pv, err := r.run.Pause(context.Background(), v.ID, "operator-1", "too late")
+			answered <- taskAnswer{pv, err}
+		}()
+	})
+	r.approve(v)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Succeeded, v.Status)
+	// Then the pause is a conflict saying it already succeeded
+	got := receive(t, answered, 10*time.Second, "the pause never answered")
+	require.Error(t, got.err)
+	require.Equal(t, toolerr.Conflict, toolerr.As(got.err).Type)
+	require.Contains(t, toolerr.As(got.err).Message, "it succeeded")
+	require.Equal(t, fsm.Succeeded, got.v.Status)
+}
+
+func TestPause_AStopAtTheSameMomentWins(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	at := r.logLen()
+	// When a pause and a stop arrive together
+	go func() { _, _ = r.run.Pause(context.Background(), v.ID, "operator-1", "hold") }()
+	_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
+	require.NoError(t, err)
+	// Then the task ends cancelled, never paused and forgotten, and no
+	// command of it follows
+	v = r.waitTerminal(v.ID, 15*time.Second)
+	require.Equal(t, fsm.Cancelled, v.Status, "%v", v.Error)
+	require.Empty(t, r.commandsOfTaskSince(v.ID, at))
+	require.Nil(t, r.sup.Status().Active)
+	require.False(t, r.sup.Status().Fault.Latched)
+}
+
+func TestPause_ARevokeRightAfterTheResumeStopsTheMotion(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	_, err := r.pause(v.ID, "hold")
+	require.NoError(t, err)
+	_, err = r.resume(v.ID)
+	require.NoError(t, err)
+	// When the grant is revoked right after the resume
+	a, err := r.appr.Get(v.ApprovalID)
+	require.NoError(t, err)
+	_, err = r.appr.Revoke(context.Background(), a.GrantID, "operator-2")
+	require.NoError(t, err)
+	at := r.logLen()
+	// Then the motion stops, as any revoke stops it
+	v = r.waitTerminal(v.ID, 15*time.Second)
+	require.Equal(t, fsm.Cancelled, v.Status)
+	require.Equal(t, toolerr.ApprovalDenied, v.Error.Type, "%v", v.Error)
+	require.Empty(t, r.commandsOfTaskSince(v.ID, at))
+	require.True(t, r.atRest())
+}
