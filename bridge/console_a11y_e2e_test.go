@@ -69,6 +69,7 @@ func TestE2E_ConsoleAccessibility(t *testing.T) {
 	br := startBrowserAt(t, 1280, 800)
 	br.run("open", 20*time.Second, chromedp.Navigate(h.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")))
 	requireAccessible(t, br, "sign-in page")
+	br.keepShot("signin")
 
 	// The fault state (the banner with its button and disclosure)
 	signInConsole(br, h)
@@ -87,6 +88,8 @@ func TestE2E_ConsoleAccessibility(t *testing.T) {
 	br.poll("audit shown", `document.querySelectorAll('#audit li').length > 0`, 10*time.Second)
 	requireAccessible(t, br, "main view")
 	br.run("tablet", 10*time.Second, chromedp.EmulateViewport(768, 1024))
+	br.width, br.height = 768, 1024
 	requireAccessible(t, br, "main view on a tablet")
+	br.keepShot("arm-request")
 	h.call("cancel_task", args(map[string]any{"task_id": waiting}))
 }

@@ -77,8 +77,14 @@ func onScreen(id string) string {
 }
 
 func TestE2E_ConsoleHMI_LinkDownMarksEverythingStale(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { linkDownMarksEverythingStale(t, sz.width, sz.height) })
+	}
+}
+
+func linkDownMarksEverythingStale(t *testing.T, width, height int) {
 	h := startHarness(t, nil)
-	br := startBrowserAt(t, 1280, 800)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 	pill := `document.getElementById('link-status')`
 	br.poll("live and calm", pill+`.dataset.fresh === 'live' && `+pill+`.dataset.link === 'up'`, 10*time.Second)
