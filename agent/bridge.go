@@ -151,8 +151,10 @@ func (c *bridgeClient) toolCalls(ctx context.Context, calls []ToolCall) (toolapi
 		return out, err
 	}
 	if len(out.Messages) != len(calls) {
-		return out, &BridgeError{Op: "send the tool calls", Status: http.StatusOK,
-			Err: fmt.Errorf("%d tool calls sent, %d answers", len(calls), len(out.Messages))}
+		return out, &BridgeError{
+			Op: "send the tool calls", Status: http.StatusOK,
+			Err: fmt.Errorf("%d tool calls sent, %d answers", len(calls), len(out.Messages)),
+		}
 	}
 	return out, nil
 }

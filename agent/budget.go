@@ -61,8 +61,10 @@ func fitResult(content string, maxBytes int, args []string) (string, bool) {
 			s.Task = &localTask{ID: env.Task.ID, Status: string(env.Task.Status)}
 		}
 		if env.Error != nil {
-			s.Error = &summaryError{Type: string(env.Error.Type), Message: env.Error.Message, Retryable: env.Error.Retryable,
-				RetryAfterMS: env.Error.RetryAfterMS, Suggestion: env.Error.Suggestion}
+			s.Error = &summaryError{
+				Type: string(env.Error.Type), Message: env.Error.Message, Retryable: env.Error.Retryable,
+				RetryAfterMS: env.Error.RetryAfterMS, Suggestion: env.Error.Suggestion,
+			}
 		}
 		s.Note = fmt.Sprintf("The full result was %d bytes, over this agent's budget of %d bytes for one result, so its data was left out and only this summary is shown.", len(content), maxBytes)
 		if env.Type == "task_update" {

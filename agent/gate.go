@@ -73,8 +73,10 @@ func (t *turn) gate(i int, c ToolCall, s *sigState, inBatch map[string]int) stri
 	}
 	switch {
 	case s.blocked != "":
-		te := &toolerr.Error{Type: s.blockedType, Message: "not sent: " + s.blocked,
-			Suggestion: "do not call it again with the same arguments; tell the user what happened, or do something different"}
+		te := &toolerr.Error{
+			Type: s.blockedType, Message: "not sent: " + s.blocked,
+			Suggestion: "do not call it again with the same arguments; tell the user what happened, or do something different",
+		}
 		return localEnvelope(c.Name, te, t.lastRobot)
 	case s.succeededAt > 0 && s.succeededAt == t.actionSeq:
 		text := fmt.Sprintf("Not sent again: the same %s call (same arguments) already succeeded in this request (task %s) and no other motion ran since, so it would only do the same again.",

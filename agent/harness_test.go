@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -397,8 +398,7 @@ func toolEnvelopes(t testing.TB, msgs []chatMsg) []map[string]any {
 // taskUpdate returns the last task update in msgs, decoded.
 func taskUpdate(t testing.TB, msgs []chatMsg) map[string]any {
 	t.Helper()
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
+	for _, m := range slices.Backward(msgs) {
 		if m.Role == "user" && m.Content != nil && strings.HasPrefix(*m.Content, "{") {
 			u := map[string]any{}
 			require.NoError(t, json.Unmarshal([]byte(*m.Content), &u))

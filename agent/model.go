@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,10 +46,10 @@ func (e *ModelError) Unwrap() error { return e.Err }
 // 409, 429 or 5xx answer (529 is Anthropic's "overloaded"), or no answer
 // at all. A model call is the only call the loop retries.
 func (e *ModelError) Temporary() bool {
-	switch {
-	case e.Status == 0:
+	switch e.Status {
+	case 0:
 		return e.Err != nil && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded)
-	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusConflict, e.Status == http.StatusTooManyRequests:
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
 		return true
 	}
 	return e.Status >= 500
@@ -151,9 +152,7 @@ func (m *httpModel) post(ctx context.Context, body any) ([]byte, error) {
 		if err != nil {
 			return nil, &ModelError{Err: err}
 		}
-		for k, vs := range m.header {
-			req.Header[k] = vs
-		}
+		maps.Copy(req.Header, m.header)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := m.hc.Do(req)
 		if err != nil {

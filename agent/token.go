@@ -39,7 +39,7 @@ func ReadAgentToken(file string, env func(string) string) (string, error) {
 			Agent *string `json:"agent"`
 		}
 		if err := json.Unmarshal([]byte(text), &t); err != nil {
-			return "", fmt.Errorf("--token-file %s is JSON but not a tokens file (%v)", file, err)
+			return "", fmt.Errorf("--token-file %s is JSON but not a tokens file: %w", file, err)
 		}
 		if t.Agent == nil || strings.TrimSpace(*t.Agent) == "" {
 			return "", fmt.Errorf("--token-file %s has no \"agent\" token", file)

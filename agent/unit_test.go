@@ -49,8 +49,10 @@ func TestFitResult(t *testing.T) {
 		require.JSONEq(t, `{"ok":true}`, got)
 	})
 	t.Run("an error keeps its type and retry rule", func(t *testing.T) {
-		e := map[string]any{"ok": false, "tool": "get_task", "robot": "x",
-			"error": map[string]any{"type": "UNAVAILABLE", "message": strings.Repeat("m ", 2000), "retryable": true, "retry_after_ms": 2000, "suggestion": "wait"}}
+		e := map[string]any{
+			"ok": false, "tool": "get_task", "robot": "x",
+			"error": map[string]any{"type": "UNAVAILABLE", "message": strings.Repeat("m ", 2000), "retryable": true, "retry_after_ms": 2000, "suggestion": "wait"},
+		}
 		raw, _ := json.Marshal(e)
 		got, summarized := fitResult(string(raw), MinResultBytes, nil)
 		require.True(t, summarized)
@@ -187,10 +189,16 @@ func TestDecodeChatCompletion(t *testing.T) {
 	}{
 		{"text", `{"choices":[{"message":{"content":"hi"}}]}`, Reply{Content: "hi"}, ""},
 		{"parts", `{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}}]}`, Reply{Content: "ab"}, ""},
-		{"string arguments", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"stop","arguments":"{\"reason\":\"x\"}"}}]}}]}`,
-			Reply{ToolCalls: []ToolCall{{ID: "c1", Name: "stop", Arguments: `{"reason":"x"}`}}}, ""},
-		{"object arguments", `{"choices":[{"message":{"tool_calls":[{"id":"c1","function":{"name":"stop","arguments":{"reason":"x"}}}]}}]}`,
-			Reply{ToolCalls: []ToolCall{{ID: "c1", Name: "stop", Arguments: `{"reason":"x"}`}}}, ""},
+		{
+			"string arguments", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"stop","arguments":"{\"reason\":\"x\"}"}}]}}]}`,
+			Reply{ToolCalls: []ToolCall{{ID: "c1", Name: "stop", Arguments: `{"reason":"x"}`}}},
+			"",
+		},
+		{
+			"object arguments", `{"choices":[{"message":{"tool_calls":[{"id":"c1","function":{"name":"stop","arguments":{"reason":"x"}}}]}}]}`,
+			Reply{ToolCalls: []ToolCall{{ID: "c1", Name: "stop", Arguments: `{"reason":"x"}`}}},
+			"",
+		},
 		{"no choices", `{"choices":[]}`, Reply{}, "the chat completion has no choices"},
 		{"error", `{"error":{"message":"context too long"}}`, Reply{}, "the chat completion is an error: context too long"},
 		{"no name", `{"choices":[{"message":{"tool_calls":[{"id":"c1","function":{"arguments":"{}"}}]}}]}`, Reply{}, "tool call 0 of the chat completion has no function name"},
