@@ -81,6 +81,15 @@ func (r *rig) moving(x float64) actions.TaskView {
 // task reached the robot since at, and the robot did not move at all.
 func (r *rig) requireHeld(id string, at logIndex, d time.Duration) {
 	r.t.Helper()
+	// The last of the braking, below the rest thresholds the pause was
+	// confirmed on, dies out within a millimetre first.
+	answered := r.sim.Truth().Base
+	require.True(r.t, r.stepUntil(2*time.Second, func() bool {
+		v := r.sim.Truth().Velocity
+		return v.V == 0 && v.W == 0
+	}), "the base never came to a full stop")
+	tr := r.sim.Truth().Base
+	require.Less(r.t, math.Hypot(tr.X-answered.X, tr.Y-answered.Y), 0.001, "the base rolled on after the pause answered")
 	odo, pose := r.sim.Odometer(), r.sim.Truth().Base
 	r.stepFor(d)
 	require.Empty(r.t, r.commandsOfTaskSince(id, at), "a command of the paused task reached the robot")
@@ -246,9 +255,20 @@ func TestInvariant13_PauseWinsOverACommandInFlight(t *testing.T) {
 				pv, err := r.run.Pause(context.Background(), v.ID, "operator-1", "hold on")
 				paused <- taskAnswer{pv, err}
 			}()
+			// The command is held until the pause is recorded at the gate
+			// and its stop has been sent (the pause itself answers only
+			// once the robot is held, which needs the command released).
 			var err error
 			if !pollFor(10*time.Second, func() bool {
-				return errors.Is(r.sup.Admit(safety.Authorization{TaskID: v.ID, Tool: "move_base_to"}, robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{}}), safety.ErrPaused)
+				if !errors.Is(r.sup.Admit(safety.Authorization{TaskID: v.ID, Tool: "move_base_to"}, robot.Command{Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{}}), safety.ErrPaused) {
+					return false
+				}
+				for _, e := range r.eventsOf(safety.EventStopSent) {
+					if strings.HasPrefix(e.Reason, "paused by operator-1") {
+						return true
+					}
+				}
+				return false
 			}) {
 				err = errTimeout
 			}
