@@ -224,3 +224,38 @@ func TestScenario_ResultBudget(t *testing.T) {
 	require.Equal(t, "get_robot_state", env["tool"])
 	require.True(t, res.Calls[1].Result.Summarized)
 }
+
+func TestScenario_BridgeUnreachable(t *testing.T) {
+	// Given a bridge address where nothing listens
+	m := newScriptedModel(t, []scriptReply{{Content: "never reached"}})
+	model, err := NewOpenAI(OpenAIConf{BaseURL: m.srv.URL + "/v1", Model: "scripted"})
+	require.NoError(t, err)
+	a, err := New(Conf{BridgeURL: "http://127.0.0.1:1", Token: testAgentTok, Model: model})
+	require.NoError(t, err)
+	// When a turn runs
+	res, err := a.Turn(context.Background(), "where is the robot?")
+	require.NoError(t, err)
+	// Then it ends before the model is asked, saying what could not be done
+	require.Equal(t, EndBridgeError, res.End)
+	require.Equal(t, "I lost contact with the robot bridge: it could not list the tools (no answer).", res.Answer)
+	require.Equal(t, 0, m.requestCount())
+}
+
+func TestScenario_ModelRefuses(t *testing.T) {
+	// Given a model endpoint that refuses every request with a 400
+	b := startBridge(t, nil)
+	m := newScriptedModel(t, nil)
+	m.status = []int{http.StatusBadRequest}
+	a := newAgent(t, b, m, Limits{}, nil)
+	res, err := a.Turn(context.Background(), "where is the robot?")
+	require.NoError(t, err)
+	// Then the request is not retried and the turn says why it ended
+	require.Equal(t, EndModelError, res.End)
+	require.Equal(t, "The language model could not answer: the model service refused the request: scripted failure 400.", res.Answer)
+	require.Equal(t, 1, m.requestCount())
+	// And the next turn starts from a transcript the model API accepts
+	res, err = a.Turn(context.Background(), "and now?")
+	require.NoError(t, err)
+	require.Equal(t, "SCRIPT EXHAUSTED", res.Answer)
+	m.requireClean()
+}
