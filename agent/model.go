@@ -167,10 +167,23 @@ func (m *httpModel) post(ctx context.Context, body any) ([]byte, error) {
 			return nil, &ModelError{Status: resp.StatusCode, Err: fmt.Errorf("answer longer than %d bytes", maxModelBody)}
 		}
 		if resp.StatusCode != http.StatusOK {
-			return nil, &ModelError{Status: resp.StatusCode, Message: errorMessage(out), RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+			return nil, &ModelError{Status: resp.StatusCode, Message: m.redact(errorMessage(out)), RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 		}
 		return out, nil
 	})
+}
+
+// redact removes the request's secrets (the API key, in whatever header
+// carries it) from a text the endpoint sent back, before it can reach a
+// log line or the user: some endpoints quote the key they refused.
+func (m *httpModel) redact(s string) string {
+	for _, k := range []string{"Authorization", "X-Api-Key"} {
+		v := strings.TrimSpace(strings.TrimPrefix(m.header.Get(k), "Bearer "))
+		if len(v) >= 8 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
 }
 
 // errorMessage reads an API error's message: {"error": {"message": …}}

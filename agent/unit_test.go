@@ -251,3 +251,22 @@ func TestReadSSE(t *testing.T) {
 	require.NoError(t, readSSE(strings.NewReader(in), func(e sseEvent) bool { got = append(got, e); return true }))
 	require.Equal(t, []sseEvent{{Name: "task", Data: []byte("{\"a\":\n1}"), ID: "7"}, {Name: "hello", Data: []byte("{}")}}, got)
 }
+
+func TestModelError_NeverCarriesTheKey(t *testing.T) {
+	// Given an endpoint that quotes the key it refuses
+	const key = "sk-secret-0123456789abcdef"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + key + `."}}`))
+	}))
+	t.Cleanup(srv.Close)
+	for _, mk := range []func() (Model, error){
+		func() (Model, error) { return NewOpenAI(OpenAIConf{BaseURL: srv.URL + "/v1", Model: "m", APIKey: key}) },
+		func() (Model, error) { return NewAnthropic(AnthropicConf{BaseURL: srv.URL, Model: "m", APIKey: key}) },
+	} {
+		m, err := mk()
+		require.NoError(t, err)
+		_, err = m.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+		require.EqualError(t, err, "model: HTTP 401: Incorrect API key provided: [redacted].")
+	}
+}
