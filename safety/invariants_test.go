@@ -3,7 +3,9 @@ package safety_test
 // The safety invariants of docs/DESIGN.md §4, each run against the simulator
 // with fault injection, checking what the simulator actually did (its
 // command log, odometer and ground truth), not only what the bridge says.
-// Invariant 8 (crash safety) belongs to the store.
+// Invariant 8 (crash safety) belongs to the store; invariants 10 and 11
+// are in stopwins_test.go, invariant 13 (nothing moves while paused) in
+// pause_test.go.
 //
 // Every scenario runs in two worlds (rig_test.go): TestInvariantN_... in
 // process on the fake clock, TestROS_InvariantN_... over ROS against

@@ -99,6 +99,14 @@ func (r *rig) requireHeld(id string, at logIndex, d time.Duration) {
 }
 
 func TestInvariant13_NothingMovesWhilePausedThenResumeSucceeds(t *testing.T) {
+	invariant13NothingMovesWhilePausedThenResumeSucceeds(t, newRig)
+}
+
+func TestROS_Invariant13_NothingMovesWhilePausedThenResumeSucceeds(t *testing.T) {
+	invariant13NothingMovesWhilePausedThenResumeSucceeds(t, newROSEnv(t).newRig)
+}
+
+func invariant13NothingMovesWhilePausedThenResumeSucceeds(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
 	// Given a base motion under way
 	v := r.moving(3.0)
@@ -122,7 +130,11 @@ func TestInvariant13_NothingMovesWhilePausedThenResumeSucceeds(t *testing.T) {
 	// And nothing moves for far longer than the stall timeout and the
 	// motion's deadline
 	at := r.logLen()
-	r.requireHeld(v.ID, at, 15*time.Second)
+	hold := 15 * time.Second
+	if r.world.wire() {
+		hold = 5 * time.Second // real time over ROS: still past the stall timeout
+	}
+	r.requireHeld(v.ID, at, hold)
 
 	// And the gate refuses the task's commands, and a new call is busy
 	// naming the paused task
@@ -166,6 +178,14 @@ func TestInvariant13_NothingMovesWhilePausedThenResumeSucceeds(t *testing.T) {
 }
 
 func TestInvariant13_PauseThenAbortRecovers(t *testing.T) {
+	invariant13PauseThenAbortRecovers(t, newRig)
+}
+
+func TestROS_Invariant13_PauseThenAbortRecovers(t *testing.T) {
+	invariant13PauseThenAbortRecovers(t, newROSEnv(t).newRig)
+}
+
+func invariant13PauseThenAbortRecovers(t *testing.T, newRig newRigFunc) {
 	r := newRig(t)
 	armReady(r)
 	v := r.moving(3.0)
@@ -194,6 +214,14 @@ func TestInvariant13_PauseThenAbortRecovers(t *testing.T) {
 }
 
 func TestInvariant13_PauseLimitEndsThroughRecovery(t *testing.T) {
+	invariant13PauseLimitEndsThroughRecovery(t, newRig)
+}
+
+func TestROS_Invariant13_PauseLimitEndsThroughRecovery(t *testing.T) {
+	invariant13PauseLimitEndsThroughRecovery(t, newROSEnv(t).newRig)
+}
+
+func invariant13PauseLimitEndsThroughRecovery(t *testing.T, newRig newRigFunc) {
 	r := newRig(t, withMaxPause(2*time.Second))
 	armReady(r)
 	v := r.moving(3.0)
@@ -370,6 +398,14 @@ func TestInvariant13_RefusedResumeLeavesItPaused(t *testing.T) {
 }
 
 func TestInvariant13_WhatEndsALiveTaskEndsAPausedOne(t *testing.T) {
+	invariant13WhatEndsALiveTaskEndsAPausedOne(t, newRig)
+}
+
+func TestROS_Invariant13_WhatEndsALiveTaskEndsAPausedOne(t *testing.T) {
+	invariant13WhatEndsALiveTaskEndsAPausedOne(t, newROSEnv(t).newRig)
+}
+
+func invariant13WhatEndsALiveTaskEndsAPausedOne(t *testing.T, newRig newRigFunc) {
 	tests := []struct {
 		name string
 		end  func(r *rig, v actions.TaskView)
