@@ -259,3 +259,25 @@ func TestScenario_ModelRefuses(t *testing.T) {
 	require.Equal(t, "SCRIPT EXHAUSTED", res.Answer)
 	m.requireClean()
 }
+
+func TestScenario_SameActionTwiceInOneBatch(t *testing.T) {
+	// Given an operator who approves, and a model that sends one drive
+	// twice in one message under two ids
+	b := startBridge(t, nil)
+	b.operator(t, "")
+	res, m := runScript(t, b, "same_action_twice_in_a_batch", Limits{})
+	// Then the first was sent, the second answered by the loop, and the
+	// simulator drove once
+	envs := toolEnvelopes(t, m.request(1))
+	require.Len(t, envs, 2)
+	require.Equal(t, true, envs[0]["ok"])
+	require.Nil(t, envs[0]["not_sent"])
+	require.Equal(t, true, envs[1]["not_sent"], "%v", envs[1])
+	require.Equal(t, "INVALID_PARAMS", errTypeOf(envs[1]))
+	require.Equal(t, "not sent: tool call 1 repeats tool call 0 of the same message (move_base_to with the same arguments), which was sent.",
+		envs[1]["error"].(map[string]any)["message"])
+	require.Equal(t, "succeeded", taskUpdate(t, m.request(1))["tasks"].([]any)[0].(map[string]any)["status"])
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, 1, b.motions())
+	require.Len(t, b.approvals(), 1)
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -269,4 +270,21 @@ func TestModelError_NeverCarriesTheKey(t *testing.T) {
 		_, err = m.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}})
 		require.EqualError(t, err, "model: HTTP 401: Incorrect API key provided: [redacted].")
 	}
+}
+
+func TestFitResult_TaskUpdate(t *testing.T) {
+	var tasks []map[string]any
+	for i := range 40 {
+		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("task-%d", i), "tool": "move_base_to", "status": "succeeded", "text": strings.Repeat("driving. ", 10)})
+	}
+	raw, err := json.Marshal(map[string]any{"type": "task_update", "from": "the agent loop", "tasks": tasks})
+	require.NoError(t, err)
+	got, summarized := fitResult(string(raw), 1024, nil)
+	require.True(t, summarized)
+	require.LessOrEqual(t, len(got), 1024)
+	var s summary
+	require.NoError(t, json.Unmarshal([]byte(got), &s))
+	require.NotEmpty(t, s.Tasks)
+	require.Equal(t, map[string]any{"id": "task-0", "status": "succeeded"}, s.Tasks[0])
+	require.Contains(t, s.Note, `Read each task with get_task {"task_id": …} for the rest.`)
 }
