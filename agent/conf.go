@@ -17,7 +17,9 @@ type Limits struct {
 	// (optional). It defaults to 12.
 	MaxIterations int
 	// MaxSameFailure ends the turn when the same call signature (tool and
-	// canonical arguments) has failed this many times in it (optional).
+	// canonical arguments) has failed this many times in a row in it
+	// (optional); a refusal by the loop and a task that ended other than
+	// succeeded count as failures.
 	// It defaults to 3, the bridge's own loop guard threshold.
 	MaxSameFailure int
 	// TurnTimeout is the wall-clock budget of one turn, waits for an

@@ -40,8 +40,8 @@
 // A turn ends with an answer of the model, or with an honest answer the
 // loop writes itself (what worked, what could not be obtained and why the
 // turn ended, in plain words, never an error code) when a limit ends it:
-// Limits.MaxIterations model calls, the same failing call signature
-// Limits.MaxSameFailure times, LOOP_DETECTED from the bridge (at once),
+// Limits.MaxIterations model calls, the same call signature failing
+// Limits.MaxSameFailure times in a row, LOOP_DETECTED from the bridge (at once),
 // the wall-clock Limits.TurnTimeout, or a bridge or model that cannot be
 // reached. A tool result longer than Limits.MaxResultBytes reaches the
 // model as a valid JSON summary of its envelope (see budget.go), never

@@ -281,3 +281,24 @@ func TestScenario_SameActionTwiceInOneBatch(t *testing.T) {
 	require.Equal(t, 1, b.motions())
 	require.Len(t, b.approvals(), 1)
 }
+
+func TestScenario_RetryableRefusalMayBeSentAgain(t *testing.T) {
+	// Given a drive of another session that waits for an operator who
+	// never comes, so the robot is busy throughout
+	b := startBridge(t, nil)
+	code, env := b.do(http.MethodPost, "/v1/tools/move_base_to/call", testAgentTok,
+		map[string]any{"arguments": map[string]any{"x": 1.0, "y": 0}, "session_id": "holder", "idempotency_key": "holder-1"})
+	require.Equal(t, http.StatusOK, code, "%v", env)
+	require.Equal(t, "awaiting_approval", env["task"].(map[string]any)["status"])
+	// When the model asks for an arm motion, and again after ROBOT_BUSY
+	res, m := runScript(t, b, "robot_busy_retry", Limits{})
+	// Then both reached the bridge (a retryable refusal created nothing,
+	// so the repeat is a new request), both were refused, nothing moved
+	first, second := toolEnvelopes(t, m.request(1))[0], toolEnvelopes(t, m.request(2))[0]
+	require.Equal(t, "ROBOT_BUSY", errTypeOf(first), "%v", first)
+	require.Equal(t, "ROBOT_BUSY", errTypeOf(second), "%v", second)
+	require.Nil(t, second["not_sent"], "the repeat was sent: %v", second)
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, 0, b.motions())
+	require.Len(t, b.approvals(), 1, "only the holder's request was filed")
+}
