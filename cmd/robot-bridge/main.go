@@ -64,7 +64,9 @@ func commands() []command {
 				"fault-injection and ground-truth API under /v1/sim/ on --listen. With\n" +
 				"--transport ros it is also a ROS1 node on the config's master\n" +
 				"(transport.ros.master_uri or ROS_MASTER_URI) serving the topics and actions\n" +
-				"the config names.",
+				"the config names. With --transport mqtt it is an MQTT robot on --broker (or\n" +
+				"the config's broker, or the bridge's embedded one at transport.mqtt.listen);\n" +
+				"--robots N runs N of them with ids <robot.id>-1 ... <robot.id>-N.",
 			run: simCmd,
 		},
 		{name: "init", args: "[flags]", summary: "write a starter hw-config from a running ROS robot, or the simulator's", about: initAbout, run: initCmd},
