@@ -188,6 +188,12 @@ func TestE2E_ConsoleHMI_Layout(t *testing.T) {
 // alarm in words, its developer reason behind a disclosure, with the one
 // button that clears it.
 func TestE2E_ConsoleHMI_FaultBannerInOperatorWords(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { faultBannerInOperatorWords(t, sz.width, sz.height) })
+	}
+}
+
+func faultBannerInOperatorWords(t *testing.T, width, height int) {
 	// Given a bridge that comes up after an unclean shutdown: a fault is
 	// latched, with a developer's reason
 	dir := t.TempDir()
@@ -196,7 +202,7 @@ func TestE2E_ConsoleHMI_FaultBannerInOperatorWords(t *testing.T) {
 	markKilled(t, dir)
 	h, stop2 := bootAt(t, dir, nil, nil)
 	defer stop2()
-	br := startBrowserAt(t, 1280, 800)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 	br.poll("fault banner", `document.getElementById('app').dataset.fault === 'latched'`, 10*time.Second)
 
