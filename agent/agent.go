@@ -217,7 +217,7 @@ func (t *turn) fetchTools(ctx context.Context) error {
 	for _, ti := range infos {
 		t.infos[ti.Name] = ti
 	}
-	t.tools, err = t.a.bridge.providerTools(ctx, t.a.conf.Model.Format(), false)
+	t.tools, err = t.a.bridge.providerTools(ctx, t.a.conf.Model.Format(), t.a.conf.StrictTools)
 	return err
 }
 

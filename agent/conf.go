@@ -88,6 +88,12 @@ type Conf struct {
 	// Instructions are added to the system prompt after the tool-error
 	// rules (optional), e.g. what the robot is for.
 	Instructions string
+	// StrictTools asks the bridge for the tools in OpenAI's strict form
+	// (GET /v1/tools?format=openai&strict=true, for structured outputs:
+	// optional arguments nullable, a null meaning "not given") (optional;
+	// openai format only). It defaults to false: many local servers do
+	// not take strict schemas.
+	StrictTools bool
 	// Observer is told what the loop does, as it does it (optional).
 	Observer Observer
 	// HTTPClient reaches the bridge (optional). It defaults to a client
@@ -115,6 +121,9 @@ func (c *Conf) fill() error {
 	}
 	if f := c.Model.Format(); f != "openai" && f != "anthropic" {
 		return fmt.Errorf("agent: Conf.Model's Format is %q; allowed: openai, anthropic", f)
+	}
+	if c.StrictTools && c.Model.Format() != "openai" {
+		return fmt.Errorf("agent: Conf.StrictTools applies to the openai format only, not %q", c.Model.Format())
 	}
 	if c.SessionID == "" {
 		c.SessionID = "robot-agent-" + randomID()

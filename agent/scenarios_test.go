@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -301,4 +302,28 @@ func TestScenario_RetryableRefusalMayBeSentAgain(t *testing.T) {
 	require.Equal(t, EndAnswered, res.End)
 	require.Equal(t, 0, b.motions())
 	require.Len(t, b.approvals(), 1, "only the holder's request was filed")
+}
+
+func TestScenario_StrictTools(t *testing.T) {
+	// Given strict tools, and a model that sends the nulls strict mode asks for
+	b := startBridge(t, nil)
+	m := newScriptedModel(t, []scriptReply{replyCall("describe_scene", `{"label":"cup","max_objects":null,"min_confidence":null}`), {Content: "ok"}})
+	model, err := NewOpenAI(OpenAIConf{BaseURL: m.srv.URL + "/v1", Model: "scripted"})
+	require.NoError(t, err)
+	a, err := New(Conf{BridgeURL: b.base, Token: testAgentTok, Model: model, StrictTools: true})
+	require.NoError(t, err)
+	res, err := a.Turn(context.Background(), "is there a cup?")
+	require.NoError(t, err)
+	// Then the model got strict function tools and the bridge took the call
+	m.mu.Lock()
+	var tool struct {
+		Function struct {
+			Strict bool `json:"strict"`
+		} `json:"function"`
+	}
+	require.NoError(t, json.Unmarshal(m.requests[0].Tools[0], &tool))
+	m.mu.Unlock()
+	require.True(t, tool.Function.Strict)
+	require.True(t, res.Calls[0].Result.OK, "%+v", res.Calls[0].Result)
+	require.Equal(t, EndAnswered, res.End)
 }

@@ -128,6 +128,10 @@ func TestConf_Errors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+	am, err := NewAnthropic(AnthropicConf{Model: "m", APIKey: "k"})
+	require.NoError(t, err)
+	_, err = New(Conf{BridgeURL: "http://h", Token: "t", Model: am, StrictTools: true})
+	require.ErrorContains(t, err, `Conf.StrictTools applies to the openai format only, not "anthropic"`)
 	_, err = NewOpenAI(OpenAIConf{BaseURL: "localhost:8080", Model: "m"})
 	require.ErrorContains(t, err, `OpenAIConf.BaseURL "localhost:8080" is not an http(s) URL`)
 	_, err = NewOpenAI(OpenAIConf{BaseURL: "http://h/v1"})

@@ -56,7 +56,7 @@ Flags:
 type options struct {
 	bridge, tokenFile, backend, model, baseURL, session, instructions string
 	limits                                                            agent.Limits
-	verbose                                                           bool
+	verbose, strict                                                   bool
 }
 
 func newFlags(stderr io.Writer, env func(string) string) (*flag.FlagSet, *options) {
@@ -80,6 +80,7 @@ func newFlags(stderr io.Writer, env func(string) string) (*flag.FlagSet, *option
 	fs.IntVar(&o.limits.MaxSameFailure, "max-same-failure", agent.DefaultMaxSameFailure, "the same failing call (tool and arguments) this many times ends the request")
 	fs.DurationVar(&o.limits.TurnTimeout, "turn-timeout", agent.DefaultTurnTimeout, "wall-clock budget of one request, waits for approval and tasks included")
 	fs.IntVar(&o.limits.MaxResultBytes, "max-result-bytes", agent.DefaultMaxResultBytes, fmt.Sprintf("bytes of one tool result fed to the model; a longer one is summarized (at least %d)", agent.MinResultBytes))
+	fs.BoolVar(&o.strict, "strict", false, "openai backend: tools in OpenAI's strict form (structured outputs); many local servers do not take it")
 	fs.BoolVar(&o.verbose, "verbose", false, "log what the loop does to stderr")
 	fs.Usage = func() {
 		_, _ = io.WriteString(stderr, usage)
@@ -181,7 +182,7 @@ func build(o *options, env func(string) string, logger *slog.Logger, obs agent.O
 	}
 	return agent.New(agent.Conf{
 		BridgeURL: o.bridge, Token: token, Model: model, SessionID: o.session, Limits: o.limits,
-		Instructions: o.instructions, Observer: obs, Logger: logger,
+		Instructions: o.instructions, Observer: obs, Logger: logger, StrictTools: o.strict,
 	})
 }
 
