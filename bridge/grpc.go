@@ -41,7 +41,7 @@ func (b *Bridge) mountGRPC() {
 		panic(fmt.Sprintf("bridge: gRPC tool service: %v", err))
 	}
 	operator, err := grpcapi.NewOperator(grpcapi.OperatorConf{
-		Approvals: b.approvals, Latches: grpcLatches{b}, Events: b.bus,
+		Approvals: b.approvals, Latches: grpcLatches{b}, Tasks: b.runner, Events: b.bus,
 		Snapshot: b.consoleSnapshot, Transform: consoleEventData,
 		Auth: b.tokens, Logger: b.conf.Logger, Now: b.clock.Now,
 	})

@@ -219,6 +219,18 @@ func TestE2E_OperatorServiceRefusesTheAgentOnEveryMethod(t *testing.T) {
 			_, err := c.ClearFault(ctx, rpc(&robotbridgev1.ClearFaultRequest{}, h.agent))
 			return err
 		},
+		"PauseTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient) error {
+			_, err := c.PauseTask(ctx, rpc(&robotbridgev1.PauseTaskRequest{TaskId: id, Reason: "x"}, h.agent))
+			return err
+		},
+		"ResumeTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient) error {
+			_, err := c.ResumeTask(ctx, rpc(&robotbridgev1.ResumeTaskRequest{TaskId: id}, h.agent))
+			return err
+		},
+		"AbortTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient) error {
+			_, err := c.AbortTask(ctx, rpc(&robotbridgev1.AbortTaskRequest{TaskId: id}, h.agent))
+			return err
+		},
 		"WatchEvents": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient) error {
 			stream, err := c.WatchEvents(ctx, rpc(&robotbridgev1.WatchEventsRequest{}, h.agent))
 			if err != nil {

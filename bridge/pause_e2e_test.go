@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	robotbridgev1 "github.com/robot-bridge/robot-bridge/gen/robotbridge/v1"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/store"
@@ -248,4 +250,43 @@ func TestRestart_APausedTaskIsInterruptedAndTheRobotStaysStopped(t *testing.T) {
 	require.Contains(t, env["text"], "was paused")
 	require.Empty(t, motionCommands(h2.sim))
 	require.Equal(t, true, safetyStatus(h2)["fault"].(map[string]any)["latched"])
+}
+
+func TestE2E_OperatorServicePausesResumesAndAborts(t *testing.T) {
+	h := startHarness(t, nil)
+	ops := operatorClients(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, proto := range []string{"grpc", "connect"} {
+		t.Run(proto, func(t *testing.T) {
+			c := ops[proto]
+			// Given a base motion under way
+			id := h.startMove(map[string]float64{"grpc": 2.5, "connect": 0.5}[proto])
+			// When the operator pauses it over RPC
+			p, err := c.PauseTask(ctx, rpc(&robotbridgev1.PauseTaskRequest{TaskId: id, Reason: "over " + proto}, h.operator))
+			// Then it is paused, as over HTTP
+			require.NoError(t, err)
+			require.Equal(t, "paused", p.Msg.GetTask().GetStatus())
+			require.Contains(t, p.Msg.GetText(), "Paused by the operator: over "+proto+".")
+			// And a second pause is FAILED_PRECONDITION with the task
+			_, err = c.PauseTask(ctx, rpc(&robotbridgev1.PauseTaskRequest{TaskId: id, Reason: "again"}, h.operator))
+			require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+			// And a pause without a reason is INVALID_ARGUMENT
+			_, err = c.PauseTask(ctx, rpc(&robotbridgev1.PauseTaskRequest{TaskId: id}, h.operator))
+			require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+			if proto == "grpc" {
+				// When it is resumed, Then the same task reaches its target
+				r, err := c.ResumeTask(ctx, rpc(&robotbridgev1.ResumeTaskRequest{TaskId: id}, h.operator))
+				require.NoError(t, err)
+				require.Equal(t, "executing", r.Msg.GetTask().GetStatus())
+				require.Equal(t, "succeeded", taskData(h.waitTask(id, 60*time.Second))["status"])
+				return
+			}
+			// When it is aborted, Then it ends through recovery
+			a, err := c.AbortTask(ctx, rpc(&robotbridgev1.AbortTaskRequest{TaskId: id, Reason: "done"}, h.operator))
+			require.NoError(t, err)
+			require.NotEqual(t, "paused", a.Msg.GetTask().GetStatus())
+			require.Equal(t, "recovered", taskData(h.waitTask(id, 60*time.Second))["status"])
+		})
+	}
 }

@@ -76,6 +76,9 @@ type OperatorConf struct {
 	Approvals Approvals
 	// Latches presses and resets the e-stop and clears faults (required).
 	Latches Latches
+	// Tasks pauses, resumes and aborts running tasks (optional). Without
+	// it PauseTask, ResumeTask and AbortTask answer UNIMPLEMENTED.
+	Tasks Tasks
 	// Events is the operator event bus WatchEvents streams (required).
 	Events Subscriber
 	// Snapshot is the hello event's data (required): the same snapshot

@@ -99,5 +99,8 @@ func estopToProto(e safety.EStopStatus) *robotbridgev1.EStopStatus {
 }
 
 func faultToProto(f safety.FaultStatus) *robotbridgev1.FaultStatus {
-	return &robotbridgev1.FaultStatus{Latched: new(f.Latched), Reason: f.Reason, TaskId: f.TaskID, Since: timestamp(f.Since)}
+	return &robotbridgev1.FaultStatus{
+		Latched: new(f.Latched), Reason: f.Reason, TaskId: f.TaskID, Since: timestamp(f.Since),
+		What: f.What, RobotDid: f.RobotDid, Check: f.Check,
+	}
 }

@@ -120,7 +120,7 @@ func startOperator(t *testing.T, editApproval func(*approval.Conf), edit func(*O
 	t.Cleanup(func() { _ = svc.Close() })
 	s.svc = svc
 	conf := OperatorConf{
-		Approvals: svc, Latches: s.latches, Events: s.bus, Auth: testTokens, Logger: slog.New(slog.DiscardHandler), Now: clock.Now,
+		Approvals: svc, Latches: s.latches, Tasks: &fakeRunner{}, Events: s.bus, Auth: testTokens, Logger: slog.New(slog.DiscardHandler), Now: clock.Now,
 		Snapshot: func(context.Context) (any, error) {
 			return map[string]any{"robot": map[string]any{"id": cfg.Robot.ID}}, nil
 		},
@@ -242,6 +242,18 @@ var operatorCalls = map[string]func(ctx context.Context, c robotbridgev1connect.
 	},
 	"ClearFault": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient, token string) error {
 		_, err := c.ClearFault(ctx, request(&robotbridgev1.ClearFaultRequest{}, token))
+		return err
+	},
+	"PauseTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient, token string) error {
+		_, err := c.PauseTask(ctx, request(&robotbridgev1.PauseTaskRequest{TaskId: "task-1", Reason: "hold"}, token))
+		return err
+	},
+	"ResumeTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient, token string) error {
+		_, err := c.ResumeTask(ctx, request(&robotbridgev1.ResumeTaskRequest{TaskId: "task-1"}, token))
+		return err
+	},
+	"AbortTask": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient, token string) error {
+		_, err := c.AbortTask(ctx, request(&robotbridgev1.AbortTaskRequest{TaskId: "task-1"}, token))
 		return err
 	},
 	"WatchEvents": func(ctx context.Context, c robotbridgev1connect.OperatorServiceClient, token string) error {

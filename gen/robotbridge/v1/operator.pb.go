@@ -887,6 +887,328 @@ func (x *ResetEStopResponse) GetText() string {
 	return ""
 }
 
+// PauseTaskRequest names the task and says why (required, 1 to 1000
+// characters).
+type PauseTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task to pause.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Why, in the operator's words.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseTaskRequest) Reset() {
+	*x = PauseTaskRequest{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseTaskRequest) ProtoMessage() {}
+
+func (x *PauseTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseTaskRequest.ProtoReflect.Descriptor instead.
+func (*PauseTaskRequest) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PauseTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *PauseTaskRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PauseTaskResponse is the task, paused.
+type PauseTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task as it is now.
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// What happened, in one or two sentences.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseTaskResponse) Reset() {
+	*x = PauseTaskResponse{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseTaskResponse) ProtoMessage() {}
+
+func (x *PauseTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseTaskResponse.ProtoReflect.Descriptor instead.
+func (*PauseTaskResponse) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PauseTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *PauseTaskResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// ResumeTaskRequest names the paused task.
+type ResumeTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task to resume.
+	TaskId        string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTaskRequest) Reset() {
+	*x = ResumeTaskRequest{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTaskRequest) ProtoMessage() {}
+
+func (x *ResumeTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTaskRequest.ProtoReflect.Descriptor instead.
+func (*ResumeTaskRequest) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResumeTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// ResumeTaskResponse is the task, executing again.
+type ResumeTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task as it is now.
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// What happened, in one or two sentences.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeTaskResponse) Reset() {
+	*x = ResumeTaskResponse{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeTaskResponse) ProtoMessage() {}
+
+func (x *ResumeTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeTaskResponse.ProtoReflect.Descriptor instead.
+func (*ResumeTaskResponse) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ResumeTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *ResumeTaskResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// AbortTaskRequest names the task and, optionally, why.
+type AbortTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task to abort.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Why, in the operator's words (optional).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTaskRequest) Reset() {
+	*x = AbortTaskRequest{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTaskRequest) ProtoMessage() {}
+
+func (x *AbortTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTaskRequest.ProtoReflect.Descriptor instead.
+func (*AbortTaskRequest) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AbortTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *AbortTaskRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AbortTaskResponse is the task once it has left executing and paused.
+type AbortTaskResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task as it is now.
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// What happened, in one or two sentences.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTaskResponse) Reset() {
+	*x = AbortTaskResponse{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTaskResponse) ProtoMessage() {}
+
+func (x *AbortTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTaskResponse.ProtoReflect.Descriptor instead.
+func (*AbortTaskResponse) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AbortTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *AbortTaskResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 // ClearFaultRequest has no parameters: the operator credential names who
 // cleared it.
 type ClearFaultRequest struct {
@@ -897,7 +1219,7 @@ type ClearFaultRequest struct {
 
 func (x *ClearFaultRequest) Reset() {
 	*x = ClearFaultRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1231,7 @@ func (x *ClearFaultRequest) String() string {
 func (*ClearFaultRequest) ProtoMessage() {}
 
 func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1244,7 @@ func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultRequest.ProtoReflect.Descriptor instead.
 func (*ClearFaultRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{22}
 }
 
 // ClearFaultResponse is the fault latch after the clear.
@@ -938,7 +1260,7 @@ type ClearFaultResponse struct {
 
 func (x *ClearFaultResponse) Reset() {
 	*x = ClearFaultResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1272,7 @@ func (x *ClearFaultResponse) String() string {
 func (*ClearFaultResponse) ProtoMessage() {}
 
 func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1285,7 @@ func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultResponse.ProtoReflect.Descriptor instead.
 func (*ClearFaultResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClearFaultResponse) GetFault() *FaultStatus {
@@ -992,7 +1314,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1326,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1339,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchEventsRequest) GetTypes() []string {
@@ -1045,7 +1367,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1379,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1392,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchEventsResponse) GetSeq() uint64 {
@@ -1149,7 +1471,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1483,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1496,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Approval) GetId() string {
@@ -1325,7 +1647,7 @@ type Pose2D struct {
 
 func (x *Pose2D) Reset() {
 	*x = Pose2D{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1659,7 @@ func (x *Pose2D) String() string {
 func (*Pose2D) ProtoMessage() {}
 
 func (x *Pose2D) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1672,7 @@ func (x *Pose2D) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pose2D.ProtoReflect.Descriptor instead.
 func (*Pose2D) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Pose2D) GetX() float64 {
@@ -1415,7 +1737,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1749,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1762,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{22}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Grant) GetId() string {
@@ -1569,7 +1891,7 @@ type GrantSpec struct {
 
 func (x *GrantSpec) Reset() {
 	*x = GrantSpec{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1903,7 @@ func (x *GrantSpec) String() string {
 func (*GrantSpec) ProtoMessage() {}
 
 func (x *GrantSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1916,7 @@ func (x *GrantSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantSpec.ProtoReflect.Descriptor instead.
 func (*GrantSpec) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{23}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GrantSpec) GetScope() *Scope {
@@ -1633,7 +1955,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1967,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1980,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{24}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Scope) GetTool() string {
@@ -1716,7 +2038,7 @@ type Point2 struct {
 
 func (x *Point2) Reset() {
 	*x = Point2{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +2050,7 @@ func (x *Point2) String() string {
 func (*Point2) ProtoMessage() {}
 
 func (x *Point2) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +2063,7 @@ func (x *Point2) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point2.ProtoReflect.Descriptor instead.
 func (*Point2) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{25}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Point2) GetX() float64 {
@@ -1775,7 +2097,7 @@ type Rect struct {
 
 func (x *Rect) Reset() {
 	*x = Rect{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +2109,7 @@ func (x *Rect) String() string {
 func (*Rect) ProtoMessage() {}
 
 func (x *Rect) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +2122,7 @@ func (x *Rect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rect.ProtoReflect.Descriptor instead.
 func (*Rect) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{26}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Rect) GetMinX() float64 {
@@ -1848,7 +2170,7 @@ type EStopStatus struct {
 
 func (x *EStopStatus) Reset() {
 	*x = EStopStatus{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2182,7 @@ func (x *EStopStatus) String() string {
 func (*EStopStatus) ProtoMessage() {}
 
 func (x *EStopStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2195,7 @@ func (x *EStopStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EStopStatus.ProtoReflect.Descriptor instead.
 func (*EStopStatus) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{27}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EStopStatus) GetActive() bool {
@@ -1914,14 +2236,20 @@ type FaultStatus struct {
 	// The task whose recovery failed.
 	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Since when.
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// What happened, in an operator's words.
+	What string `protobuf:"bytes,5,opt,name=what,proto3" json:"what,omitempty"`
+	// What the robot and the bridge did about it.
+	RobotDid string `protobuf:"bytes,6,opt,name=robot_did,json=robotDid,proto3" json:"robot_did,omitempty"`
+	// What to check before clearing the fault.
+	Check         string `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FaultStatus) Reset() {
 	*x = FaultStatus{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2261,7 @@ func (x *FaultStatus) String() string {
 func (*FaultStatus) ProtoMessage() {}
 
 func (x *FaultStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2274,7 @@ func (x *FaultStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultStatus.ProtoReflect.Descriptor instead.
 func (*FaultStatus) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{28}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FaultStatus) GetLatched() bool {
@@ -1977,11 +2305,32 @@ func (x *FaultStatus) GetSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *FaultStatus) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+func (x *FaultStatus) GetRobotDid() string {
+	if x != nil {
+		return x.RobotDid
+	}
+	return ""
+}
+
+func (x *FaultStatus) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
 var File_robotbridge_v1_operator_proto protoreflect.FileDescriptor
 
 const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x1drobotbridge/v1/operator.proto\x12\x0erobotbridge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
+	"\x1drobotbridge/v1/operator.proto\x12\x0erobotbridge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1arobotbridge/v1/tools.proto\".\n" +
 	"\x14ListApprovalsRequest\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\"O\n" +
 	"\x15ListApprovalsResponse\x126\n" +
@@ -2023,6 +2372,23 @@ const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\x11ResetEStopRequest\"[\n" +
 	"\x12ResetEStopResponse\x121\n" +
 	"\x05estop\x18\x01 \x01(\v2\x1b.robotbridge.v1.EStopStatusR\x05estop\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"C\n" +
+	"\x10PauseTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
+	"\x11PauseTaskResponse\x12(\n" +
+	"\x04task\x18\x01 \x01(\v2\x14.robotbridge.v1.TaskR\x04task\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\",\n" +
+	"\x11ResumeTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"R\n" +
+	"\x12ResumeTaskResponse\x12(\n" +
+	"\x04task\x18\x01 \x01(\v2\x14.robotbridge.v1.TaskR\x04task\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"C\n" +
+	"\x10AbortTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
+	"\x11AbortTaskResponse\x12(\n" +
+	"\x04task\x18\x01 \x01(\v2\x14.robotbridge.v1.TaskR\x04task\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\x13\n" +
 	"\x11ClearFaultRequest\"[\n" +
 	"\x12ClearFaultResponse\x121\n" +
@@ -2113,14 +2479,17 @@ const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05sinceB\t\n" +
-	"\a_active\"\x9b\x01\n" +
+	"\a_active\"\xe2\x01\n" +
 	"\vFaultStatus\x12\x1d\n" +
 	"\alatched\x18\x01 \x01(\bH\x00R\alatched\x88\x01\x01\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05sinceB\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04what\x18\x05 \x01(\tR\x04what\x12\x1b\n" +
+	"\trobot_did\x18\x06 \x01(\tR\brobotDid\x12\x14\n" +
+	"\x05check\x18\a \x01(\tR\x05checkB\n" +
 	"\n" +
-	"\b_latched2\x96\x06\n" +
+	"\b_latched2\x8f\b\n" +
 	"\x0fOperatorService\x12a\n" +
 	"\rListApprovals\x12$.robotbridge.v1.ListApprovalsRequest\x1a%.robotbridge.v1.ListApprovalsResponse\"\x03\x90\x02\x01\x12G\n" +
 	"\x06Decide\x12\x1d.robotbridge.v1.DecideRequest\x1a\x1e.robotbridge.v1.DecideResponse\x12X\n" +
@@ -2132,7 +2501,11 @@ const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"ResetEStop\x12!.robotbridge.v1.ResetEStopRequest\x1a\".robotbridge.v1.ResetEStopResponse\x12S\n" +
 	"\n" +
-	"ClearFault\x12!.robotbridge.v1.ClearFaultRequest\x1a\".robotbridge.v1.ClearFaultResponse\x12]\n" +
+	"ClearFault\x12!.robotbridge.v1.ClearFaultRequest\x1a\".robotbridge.v1.ClearFaultResponse\x12P\n" +
+	"\tPauseTask\x12 .robotbridge.v1.PauseTaskRequest\x1a!.robotbridge.v1.PauseTaskResponse\x12S\n" +
+	"\n" +
+	"ResumeTask\x12!.robotbridge.v1.ResumeTaskRequest\x1a\".robotbridge.v1.ResumeTaskResponse\x12P\n" +
+	"\tAbortTask\x12 .robotbridge.v1.AbortTaskRequest\x1a!.robotbridge.v1.AbortTaskResponse\x12]\n" +
 	"\vWatchEvents\x12\".robotbridge.v1.WatchEventsRequest\x1a#.robotbridge.v1.WatchEventsResponse\"\x03\x90\x02\x010\x01B\xc3\x01\n" +
 	"\x12com.robotbridge.v1B\rOperatorProtoP\x01ZEgithub.com/robot-bridge/robot-bridge/gen/robotbridge/v1;robotbridgev1\xa2\x02\x03RXX\xaa\x02\x0eRobotbridge.V1\xca\x02\x0eRobotbridge\\V1\xe2\x02\x1aRobotbridge\\V1\\GPBMetadata\xea\x02\x0fRobotbridge::V1b\x06proto3"
 
@@ -2148,7 +2521,7 @@ func file_robotbridge_v1_operator_proto_rawDescGZIP() []byte {
 	return file_robotbridge_v1_operator_proto_rawDescData
 }
 
-var file_robotbridge_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_robotbridge_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_robotbridge_v1_operator_proto_goTypes = []any{
 	(*ListApprovalsRequest)(nil),  // 0: robotbridge.v1.ListApprovalsRequest
 	(*ListApprovalsResponse)(nil), // 1: robotbridge.v1.ListApprovalsResponse
@@ -2166,79 +2539,95 @@ var file_robotbridge_v1_operator_proto_goTypes = []any{
 	(*EStopResponse)(nil),         // 13: robotbridge.v1.EStopResponse
 	(*ResetEStopRequest)(nil),     // 14: robotbridge.v1.ResetEStopRequest
 	(*ResetEStopResponse)(nil),    // 15: robotbridge.v1.ResetEStopResponse
-	(*ClearFaultRequest)(nil),     // 16: robotbridge.v1.ClearFaultRequest
-	(*ClearFaultResponse)(nil),    // 17: robotbridge.v1.ClearFaultResponse
-	(*WatchEventsRequest)(nil),    // 18: robotbridge.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 19: robotbridge.v1.WatchEventsResponse
-	(*Approval)(nil),              // 20: robotbridge.v1.Approval
-	(*Pose2D)(nil),                // 21: robotbridge.v1.Pose2D
-	(*Grant)(nil),                 // 22: robotbridge.v1.Grant
-	(*GrantSpec)(nil),             // 23: robotbridge.v1.GrantSpec
-	(*Scope)(nil),                 // 24: robotbridge.v1.Scope
-	(*Point2)(nil),                // 25: robotbridge.v1.Point2
-	(*Rect)(nil),                  // 26: robotbridge.v1.Rect
-	(*EStopStatus)(nil),           // 27: robotbridge.v1.EStopStatus
-	(*FaultStatus)(nil),           // 28: robotbridge.v1.FaultStatus
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 31: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
+	(*PauseTaskRequest)(nil),      // 16: robotbridge.v1.PauseTaskRequest
+	(*PauseTaskResponse)(nil),     // 17: robotbridge.v1.PauseTaskResponse
+	(*ResumeTaskRequest)(nil),     // 18: robotbridge.v1.ResumeTaskRequest
+	(*ResumeTaskResponse)(nil),    // 19: robotbridge.v1.ResumeTaskResponse
+	(*AbortTaskRequest)(nil),      // 20: robotbridge.v1.AbortTaskRequest
+	(*AbortTaskResponse)(nil),     // 21: robotbridge.v1.AbortTaskResponse
+	(*ClearFaultRequest)(nil),     // 22: robotbridge.v1.ClearFaultRequest
+	(*ClearFaultResponse)(nil),    // 23: robotbridge.v1.ClearFaultResponse
+	(*WatchEventsRequest)(nil),    // 24: robotbridge.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 25: robotbridge.v1.WatchEventsResponse
+	(*Approval)(nil),              // 26: robotbridge.v1.Approval
+	(*Pose2D)(nil),                // 27: robotbridge.v1.Pose2D
+	(*Grant)(nil),                 // 28: robotbridge.v1.Grant
+	(*GrantSpec)(nil),             // 29: robotbridge.v1.GrantSpec
+	(*Scope)(nil),                 // 30: robotbridge.v1.Scope
+	(*Point2)(nil),                // 31: robotbridge.v1.Point2
+	(*Rect)(nil),                  // 32: robotbridge.v1.Rect
+	(*EStopStatus)(nil),           // 33: robotbridge.v1.EStopStatus
+	(*FaultStatus)(nil),           // 34: robotbridge.v1.FaultStatus
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(*Task)(nil),                  // 36: robotbridge.v1.Task
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 38: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
 }
 var file_robotbridge_v1_operator_proto_depIdxs = []int32{
-	20, // 0: robotbridge.v1.ListApprovalsResponse.approvals:type_name -> robotbridge.v1.Approval
+	26, // 0: robotbridge.v1.ListApprovalsResponse.approvals:type_name -> robotbridge.v1.Approval
 	3,  // 1: robotbridge.v1.DecideRequest.approve:type_name -> robotbridge.v1.ApproveDecision
 	4,  // 2: robotbridge.v1.DecideRequest.deny:type_name -> robotbridge.v1.DenyDecision
-	23, // 3: robotbridge.v1.ApproveDecision.grant:type_name -> robotbridge.v1.GrantSpec
-	20, // 4: robotbridge.v1.DecideResponse.approval:type_name -> robotbridge.v1.Approval
-	22, // 5: robotbridge.v1.DecideResponse.grant:type_name -> robotbridge.v1.Grant
-	22, // 6: robotbridge.v1.ListGrantsResponse.grants:type_name -> robotbridge.v1.Grant
-	24, // 7: robotbridge.v1.CreateGrantRequest.scope:type_name -> robotbridge.v1.Scope
-	29, // 8: robotbridge.v1.CreateGrantRequest.ttl:type_name -> google.protobuf.Duration
-	22, // 9: robotbridge.v1.CreateGrantResponse.grant:type_name -> robotbridge.v1.Grant
-	22, // 10: robotbridge.v1.RevokeGrantResponse.grant:type_name -> robotbridge.v1.Grant
-	27, // 11: robotbridge.v1.EStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
-	27, // 12: robotbridge.v1.ResetEStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
-	28, // 13: robotbridge.v1.ClearFaultResponse.fault:type_name -> robotbridge.v1.FaultStatus
-	30, // 14: robotbridge.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	31, // 15: robotbridge.v1.WatchEventsResponse.data:type_name -> google.protobuf.Value
-	32, // 16: robotbridge.v1.Approval.arguments:type_name -> google.protobuf.Struct
-	21, // 17: robotbridge.v1.Approval.target:type_name -> robotbridge.v1.Pose2D
-	30, // 18: robotbridge.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	30, // 19: robotbridge.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	30, // 20: robotbridge.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	24, // 21: robotbridge.v1.Grant.scope:type_name -> robotbridge.v1.Scope
-	30, // 22: robotbridge.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	30, // 23: robotbridge.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	30, // 24: robotbridge.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
-	24, // 25: robotbridge.v1.GrantSpec.scope:type_name -> robotbridge.v1.Scope
-	29, // 26: robotbridge.v1.GrantSpec.ttl:type_name -> google.protobuf.Duration
-	25, // 27: robotbridge.v1.Scope.region:type_name -> robotbridge.v1.Point2
-	26, // 28: robotbridge.v1.Scope.rect:type_name -> robotbridge.v1.Rect
-	30, // 29: robotbridge.v1.EStopStatus.since:type_name -> google.protobuf.Timestamp
-	30, // 30: robotbridge.v1.FaultStatus.since:type_name -> google.protobuf.Timestamp
-	0,  // 31: robotbridge.v1.OperatorService.ListApprovals:input_type -> robotbridge.v1.ListApprovalsRequest
-	2,  // 32: robotbridge.v1.OperatorService.Decide:input_type -> robotbridge.v1.DecideRequest
-	6,  // 33: robotbridge.v1.OperatorService.ListGrants:input_type -> robotbridge.v1.ListGrantsRequest
-	8,  // 34: robotbridge.v1.OperatorService.CreateGrant:input_type -> robotbridge.v1.CreateGrantRequest
-	10, // 35: robotbridge.v1.OperatorService.RevokeGrant:input_type -> robotbridge.v1.RevokeGrantRequest
-	12, // 36: robotbridge.v1.OperatorService.EStop:input_type -> robotbridge.v1.EStopRequest
-	14, // 37: robotbridge.v1.OperatorService.ResetEStop:input_type -> robotbridge.v1.ResetEStopRequest
-	16, // 38: robotbridge.v1.OperatorService.ClearFault:input_type -> robotbridge.v1.ClearFaultRequest
-	18, // 39: robotbridge.v1.OperatorService.WatchEvents:input_type -> robotbridge.v1.WatchEventsRequest
-	1,  // 40: robotbridge.v1.OperatorService.ListApprovals:output_type -> robotbridge.v1.ListApprovalsResponse
-	5,  // 41: robotbridge.v1.OperatorService.Decide:output_type -> robotbridge.v1.DecideResponse
-	7,  // 42: robotbridge.v1.OperatorService.ListGrants:output_type -> robotbridge.v1.ListGrantsResponse
-	9,  // 43: robotbridge.v1.OperatorService.CreateGrant:output_type -> robotbridge.v1.CreateGrantResponse
-	11, // 44: robotbridge.v1.OperatorService.RevokeGrant:output_type -> robotbridge.v1.RevokeGrantResponse
-	13, // 45: robotbridge.v1.OperatorService.EStop:output_type -> robotbridge.v1.EStopResponse
-	15, // 46: robotbridge.v1.OperatorService.ResetEStop:output_type -> robotbridge.v1.ResetEStopResponse
-	17, // 47: robotbridge.v1.OperatorService.ClearFault:output_type -> robotbridge.v1.ClearFaultResponse
-	19, // 48: robotbridge.v1.OperatorService.WatchEvents:output_type -> robotbridge.v1.WatchEventsResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	29, // 3: robotbridge.v1.ApproveDecision.grant:type_name -> robotbridge.v1.GrantSpec
+	26, // 4: robotbridge.v1.DecideResponse.approval:type_name -> robotbridge.v1.Approval
+	28, // 5: robotbridge.v1.DecideResponse.grant:type_name -> robotbridge.v1.Grant
+	28, // 6: robotbridge.v1.ListGrantsResponse.grants:type_name -> robotbridge.v1.Grant
+	30, // 7: robotbridge.v1.CreateGrantRequest.scope:type_name -> robotbridge.v1.Scope
+	35, // 8: robotbridge.v1.CreateGrantRequest.ttl:type_name -> google.protobuf.Duration
+	28, // 9: robotbridge.v1.CreateGrantResponse.grant:type_name -> robotbridge.v1.Grant
+	28, // 10: robotbridge.v1.RevokeGrantResponse.grant:type_name -> robotbridge.v1.Grant
+	33, // 11: robotbridge.v1.EStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
+	33, // 12: robotbridge.v1.ResetEStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
+	36, // 13: robotbridge.v1.PauseTaskResponse.task:type_name -> robotbridge.v1.Task
+	36, // 14: robotbridge.v1.ResumeTaskResponse.task:type_name -> robotbridge.v1.Task
+	36, // 15: robotbridge.v1.AbortTaskResponse.task:type_name -> robotbridge.v1.Task
+	34, // 16: robotbridge.v1.ClearFaultResponse.fault:type_name -> robotbridge.v1.FaultStatus
+	37, // 17: robotbridge.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	38, // 18: robotbridge.v1.WatchEventsResponse.data:type_name -> google.protobuf.Value
+	39, // 19: robotbridge.v1.Approval.arguments:type_name -> google.protobuf.Struct
+	27, // 20: robotbridge.v1.Approval.target:type_name -> robotbridge.v1.Pose2D
+	37, // 21: robotbridge.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	37, // 22: robotbridge.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 23: robotbridge.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	30, // 24: robotbridge.v1.Grant.scope:type_name -> robotbridge.v1.Scope
+	37, // 25: robotbridge.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	37, // 26: robotbridge.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 27: robotbridge.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	30, // 28: robotbridge.v1.GrantSpec.scope:type_name -> robotbridge.v1.Scope
+	35, // 29: robotbridge.v1.GrantSpec.ttl:type_name -> google.protobuf.Duration
+	31, // 30: robotbridge.v1.Scope.region:type_name -> robotbridge.v1.Point2
+	32, // 31: robotbridge.v1.Scope.rect:type_name -> robotbridge.v1.Rect
+	37, // 32: robotbridge.v1.EStopStatus.since:type_name -> google.protobuf.Timestamp
+	37, // 33: robotbridge.v1.FaultStatus.since:type_name -> google.protobuf.Timestamp
+	0,  // 34: robotbridge.v1.OperatorService.ListApprovals:input_type -> robotbridge.v1.ListApprovalsRequest
+	2,  // 35: robotbridge.v1.OperatorService.Decide:input_type -> robotbridge.v1.DecideRequest
+	6,  // 36: robotbridge.v1.OperatorService.ListGrants:input_type -> robotbridge.v1.ListGrantsRequest
+	8,  // 37: robotbridge.v1.OperatorService.CreateGrant:input_type -> robotbridge.v1.CreateGrantRequest
+	10, // 38: robotbridge.v1.OperatorService.RevokeGrant:input_type -> robotbridge.v1.RevokeGrantRequest
+	12, // 39: robotbridge.v1.OperatorService.EStop:input_type -> robotbridge.v1.EStopRequest
+	14, // 40: robotbridge.v1.OperatorService.ResetEStop:input_type -> robotbridge.v1.ResetEStopRequest
+	22, // 41: robotbridge.v1.OperatorService.ClearFault:input_type -> robotbridge.v1.ClearFaultRequest
+	16, // 42: robotbridge.v1.OperatorService.PauseTask:input_type -> robotbridge.v1.PauseTaskRequest
+	18, // 43: robotbridge.v1.OperatorService.ResumeTask:input_type -> robotbridge.v1.ResumeTaskRequest
+	20, // 44: robotbridge.v1.OperatorService.AbortTask:input_type -> robotbridge.v1.AbortTaskRequest
+	24, // 45: robotbridge.v1.OperatorService.WatchEvents:input_type -> robotbridge.v1.WatchEventsRequest
+	1,  // 46: robotbridge.v1.OperatorService.ListApprovals:output_type -> robotbridge.v1.ListApprovalsResponse
+	5,  // 47: robotbridge.v1.OperatorService.Decide:output_type -> robotbridge.v1.DecideResponse
+	7,  // 48: robotbridge.v1.OperatorService.ListGrants:output_type -> robotbridge.v1.ListGrantsResponse
+	9,  // 49: robotbridge.v1.OperatorService.CreateGrant:output_type -> robotbridge.v1.CreateGrantResponse
+	11, // 50: robotbridge.v1.OperatorService.RevokeGrant:output_type -> robotbridge.v1.RevokeGrantResponse
+	13, // 51: robotbridge.v1.OperatorService.EStop:output_type -> robotbridge.v1.EStopResponse
+	15, // 52: robotbridge.v1.OperatorService.ResetEStop:output_type -> robotbridge.v1.ResetEStopResponse
+	23, // 53: robotbridge.v1.OperatorService.ClearFault:output_type -> robotbridge.v1.ClearFaultResponse
+	17, // 54: robotbridge.v1.OperatorService.PauseTask:output_type -> robotbridge.v1.PauseTaskResponse
+	19, // 55: robotbridge.v1.OperatorService.ResumeTask:output_type -> robotbridge.v1.ResumeTaskResponse
+	21, // 56: robotbridge.v1.OperatorService.AbortTask:output_type -> robotbridge.v1.AbortTaskResponse
+	25, // 57: robotbridge.v1.OperatorService.WatchEvents:output_type -> robotbridge.v1.WatchEventsResponse
+	46, // [46:58] is the sub-list for method output_type
+	34, // [34:46] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_robotbridge_v1_operator_proto_init() }
@@ -2246,19 +2635,20 @@ func file_robotbridge_v1_operator_proto_init() {
 	if File_robotbridge_v1_operator_proto != nil {
 		return
 	}
+	file_robotbridge_v1_tools_proto_init()
 	file_robotbridge_v1_operator_proto_msgTypes[2].OneofWrappers = []any{
 		(*DecideRequest_Approve)(nil),
 		(*DecideRequest_Deny)(nil),
 	}
-	file_robotbridge_v1_operator_proto_msgTypes[27].OneofWrappers = []any{}
-	file_robotbridge_v1_operator_proto_msgTypes[28].OneofWrappers = []any{}
+	file_robotbridge_v1_operator_proto_msgTypes[33].OneofWrappers = []any{}
+	file_robotbridge_v1_operator_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robotbridge_v1_operator_proto_rawDesc), len(file_robotbridge_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

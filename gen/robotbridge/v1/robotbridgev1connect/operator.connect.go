@@ -81,6 +81,15 @@ const (
 	// OperatorServiceClearFaultProcedure is the fully-qualified name of the OperatorService's
 	// ClearFault RPC.
 	OperatorServiceClearFaultProcedure = "/robotbridge.v1.OperatorService/ClearFault"
+	// OperatorServicePauseTaskProcedure is the fully-qualified name of the OperatorService's PauseTask
+	// RPC.
+	OperatorServicePauseTaskProcedure = "/robotbridge.v1.OperatorService/PauseTask"
+	// OperatorServiceResumeTaskProcedure is the fully-qualified name of the OperatorService's
+	// ResumeTask RPC.
+	OperatorServiceResumeTaskProcedure = "/robotbridge.v1.OperatorService/ResumeTask"
+	// OperatorServiceAbortTaskProcedure is the fully-qualified name of the OperatorService's AbortTask
+	// RPC.
+	OperatorServiceAbortTaskProcedure = "/robotbridge.v1.OperatorService/AbortTask"
 	// OperatorServiceWatchEventsProcedure is the fully-qualified name of the OperatorService's
 	// WatchEvents RPC.
 	OperatorServiceWatchEventsProcedure = "/robotbridge.v1.OperatorService/WatchEvents"
@@ -114,6 +123,17 @@ type OperatorServiceClient interface {
 	ResetEStop(context.Context, *connect.Request[v1.ResetEStopRequest]) (*connect.Response[v1.ResetEStopResponse], error)
 	// ClearFault clears a latched fault, like POST /v1/faults/clear.
 	ClearFault(context.Context, *connect.Request[v1.ClearFaultRequest]) (*connect.Response[v1.ClearFaultResponse], error)
+	// PauseTask pauses an executing task, like POST /v1/tasks/{id}/pause: a
+	// protective stop. It answers once the robot is confirmed at rest and
+	// the task is paused; FAILED_PRECONDITION (CONFLICT) naming the status
+	// when the task is not executing.
+	PauseTask(context.Context, *connect.Request[v1.PauseTaskRequest]) (*connect.Response[v1.PauseTaskResponse], error)
+	// ResumeTask resumes a paused task under its own authorization, like
+	// POST /v1/tasks/{id}/resume. A refusal leaves the task paused.
+	ResumeTask(context.Context, *connect.Request[v1.ResumeTaskRequest]) (*connect.Response[v1.ResumeTaskResponse], error)
+	// AbortTask ends an executing or paused task the way a failed motion
+	// ends (stop, then recovery), like POST /v1/tasks/{id}/abort.
+	AbortTask(context.Context, *connect.Request[v1.AbortTaskRequest]) (*connect.Response[v1.AbortTaskResponse], error)
 	// WatchEvents streams the operator event bus, like GET /v1/events: first
 	// a "hello" event with a snapshot of the bridge (robot, safety,
 	// approvals, grants, tasks), then every event as it is published. The
@@ -185,6 +205,24 @@ func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(operatorServiceMethods.ByName("ClearFault")),
 			connect.WithClientOptions(opts...),
 		),
+		pauseTask: connect.NewClient[v1.PauseTaskRequest, v1.PauseTaskResponse](
+			httpClient,
+			baseURL+OperatorServicePauseTaskProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("PauseTask")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeTask: connect.NewClient[v1.ResumeTaskRequest, v1.ResumeTaskResponse](
+			httpClient,
+			baseURL+OperatorServiceResumeTaskProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("ResumeTask")),
+			connect.WithClientOptions(opts...),
+		),
+		abortTask: connect.NewClient[v1.AbortTaskRequest, v1.AbortTaskResponse](
+			httpClient,
+			baseURL+OperatorServiceAbortTaskProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("AbortTask")),
+			connect.WithClientOptions(opts...),
+		),
 		watchEvents: connect.NewClient[v1.WatchEventsRequest, v1.WatchEventsResponse](
 			httpClient,
 			baseURL+OperatorServiceWatchEventsProcedure,
@@ -205,6 +243,9 @@ type operatorServiceClient struct {
 	eStop         *connect.Client[v1.EStopRequest, v1.EStopResponse]
 	resetEStop    *connect.Client[v1.ResetEStopRequest, v1.ResetEStopResponse]
 	clearFault    *connect.Client[v1.ClearFaultRequest, v1.ClearFaultResponse]
+	pauseTask     *connect.Client[v1.PauseTaskRequest, v1.PauseTaskResponse]
+	resumeTask    *connect.Client[v1.ResumeTaskRequest, v1.ResumeTaskResponse]
+	abortTask     *connect.Client[v1.AbortTaskRequest, v1.AbortTaskResponse]
 	watchEvents   *connect.Client[v1.WatchEventsRequest, v1.WatchEventsResponse]
 }
 
@@ -248,6 +289,21 @@ func (c *operatorServiceClient) ClearFault(ctx context.Context, req *connect.Req
 	return c.clearFault.CallUnary(ctx, req)
 }
 
+// PauseTask calls robotbridge.v1.OperatorService.PauseTask.
+func (c *operatorServiceClient) PauseTask(ctx context.Context, req *connect.Request[v1.PauseTaskRequest]) (*connect.Response[v1.PauseTaskResponse], error) {
+	return c.pauseTask.CallUnary(ctx, req)
+}
+
+// ResumeTask calls robotbridge.v1.OperatorService.ResumeTask.
+func (c *operatorServiceClient) ResumeTask(ctx context.Context, req *connect.Request[v1.ResumeTaskRequest]) (*connect.Response[v1.ResumeTaskResponse], error) {
+	return c.resumeTask.CallUnary(ctx, req)
+}
+
+// AbortTask calls robotbridge.v1.OperatorService.AbortTask.
+func (c *operatorServiceClient) AbortTask(ctx context.Context, req *connect.Request[v1.AbortTaskRequest]) (*connect.Response[v1.AbortTaskResponse], error) {
+	return c.abortTask.CallUnary(ctx, req)
+}
+
 // WatchEvents calls robotbridge.v1.OperatorService.WatchEvents.
 func (c *operatorServiceClient) WatchEvents(ctx context.Context, req *connect.Request[v1.WatchEventsRequest]) (*connect.ServerStreamForClient[v1.WatchEventsResponse], error) {
 	return c.watchEvents.CallServerStream(ctx, req)
@@ -281,6 +337,17 @@ type OperatorServiceHandler interface {
 	ResetEStop(context.Context, *connect.Request[v1.ResetEStopRequest]) (*connect.Response[v1.ResetEStopResponse], error)
 	// ClearFault clears a latched fault, like POST /v1/faults/clear.
 	ClearFault(context.Context, *connect.Request[v1.ClearFaultRequest]) (*connect.Response[v1.ClearFaultResponse], error)
+	// PauseTask pauses an executing task, like POST /v1/tasks/{id}/pause: a
+	// protective stop. It answers once the robot is confirmed at rest and
+	// the task is paused; FAILED_PRECONDITION (CONFLICT) naming the status
+	// when the task is not executing.
+	PauseTask(context.Context, *connect.Request[v1.PauseTaskRequest]) (*connect.Response[v1.PauseTaskResponse], error)
+	// ResumeTask resumes a paused task under its own authorization, like
+	// POST /v1/tasks/{id}/resume. A refusal leaves the task paused.
+	ResumeTask(context.Context, *connect.Request[v1.ResumeTaskRequest]) (*connect.Response[v1.ResumeTaskResponse], error)
+	// AbortTask ends an executing or paused task the way a failed motion
+	// ends (stop, then recovery), like POST /v1/tasks/{id}/abort.
+	AbortTask(context.Context, *connect.Request[v1.AbortTaskRequest]) (*connect.Response[v1.AbortTaskResponse], error)
 	// WatchEvents streams the operator event bus, like GET /v1/events: first
 	// a "hello" event with a snapshot of the bridge (robot, safety,
 	// approvals, grants, tasks), then every event as it is published. The
@@ -348,6 +415,24 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(operatorServiceMethods.ByName("ClearFault")),
 		connect.WithHandlerOptions(opts...),
 	)
+	operatorServicePauseTaskHandler := connect.NewUnaryHandler(
+		OperatorServicePauseTaskProcedure,
+		svc.PauseTask,
+		connect.WithSchema(operatorServiceMethods.ByName("PauseTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceResumeTaskHandler := connect.NewUnaryHandler(
+		OperatorServiceResumeTaskProcedure,
+		svc.ResumeTask,
+		connect.WithSchema(operatorServiceMethods.ByName("ResumeTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceAbortTaskHandler := connect.NewUnaryHandler(
+		OperatorServiceAbortTaskProcedure,
+		svc.AbortTask,
+		connect.WithSchema(operatorServiceMethods.ByName("AbortTask")),
+		connect.WithHandlerOptions(opts...),
+	)
 	operatorServiceWatchEventsHandler := connect.NewServerStreamHandler(
 		OperatorServiceWatchEventsProcedure,
 		svc.WatchEvents,
@@ -373,6 +458,12 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 			operatorServiceResetEStopHandler.ServeHTTP(w, r)
 		case OperatorServiceClearFaultProcedure:
 			operatorServiceClearFaultHandler.ServeHTTP(w, r)
+		case OperatorServicePauseTaskProcedure:
+			operatorServicePauseTaskHandler.ServeHTTP(w, r)
+		case OperatorServiceResumeTaskProcedure:
+			operatorServiceResumeTaskHandler.ServeHTTP(w, r)
+		case OperatorServiceAbortTaskProcedure:
+			operatorServiceAbortTaskHandler.ServeHTTP(w, r)
 		case OperatorServiceWatchEventsProcedure:
 			operatorServiceWatchEventsHandler.ServeHTTP(w, r)
 		default:
@@ -414,6 +505,18 @@ func (UnimplementedOperatorServiceHandler) ResetEStop(context.Context, *connect.
 
 func (UnimplementedOperatorServiceHandler) ClearFault(context.Context, *connect.Request[v1.ClearFaultRequest]) (*connect.Response[v1.ClearFaultResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("robotbridge.v1.OperatorService.ClearFault is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) PauseTask(context.Context, *connect.Request[v1.PauseTaskRequest]) (*connect.Response[v1.PauseTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("robotbridge.v1.OperatorService.PauseTask is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) ResumeTask(context.Context, *connect.Request[v1.ResumeTaskRequest]) (*connect.Response[v1.ResumeTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("robotbridge.v1.OperatorService.ResumeTask is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) AbortTask(context.Context, *connect.Request[v1.AbortTaskRequest]) (*connect.Response[v1.AbortTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("robotbridge.v1.OperatorService.AbortTask is not implemented"))
 }
 
 func (UnimplementedOperatorServiceHandler) WatchEvents(context.Context, *connect.Request[v1.WatchEventsRequest], *connect.ServerStream[v1.WatchEventsResponse]) error {
