@@ -38,12 +38,14 @@ const (
 	EndBridgeError
 	// EndModelError: the model could not be reached or refused the request.
 	EndModelError
+	// EndCancelled: the caller cancelled the turn's context (an interrupt).
+	EndCancelled
 )
 
 var endNames = map[EndReason]string{
 	EndAnswered: "answered", EndNoAnswer: "no_answer", EndMaxIterations: "max_iterations",
 	EndRepeatedFailure: "repeated_failure", EndLoopDetected: "loop_detected", EndDeadline: "deadline",
-	EndBridgeError: "bridge_error", EndModelError: "model_error",
+	EndBridgeError: "bridge_error", EndModelError: "model_error", EndCancelled: "cancelled",
 }
 
 // String returns the reason's name, as logs show it.
@@ -198,10 +200,14 @@ func (t *turn) run(ctx context.Context) Result {
 }
 
 // end finishes a turn the loop ends: the answer is the loop's. A context
-// that ran out turns any reason into EndDeadline, which is what happened.
+// that ended turns any reason into what happened: EndDeadline when the
+// turn's time ran out, EndCancelled when the caller cancelled it.
 func (t *turn) end(ctx context.Context, err error, why EndReason) Result {
 	if ctx.Err() != nil && why != EndLoopDetected && why != EndRepeatedFailure {
 		why = EndDeadline
+		if errors.Is(ctx.Err(), context.Canceled) {
+			why = EndCancelled
+		}
 	}
 	t.res.End, t.endErr = why, err
 	t.res.Answer = t.loopAnswer()
@@ -398,7 +404,7 @@ func (t *turn) argNames(tool string) []string {
 func (t *turn) taskOutcomes(calls []ToolCall, results []CallResult, sigs []*sigState, final map[string]TaskStatus) {
 	for i, r := range results {
 		ts, ok := final[r.TaskID]
-		if r.TaskID == "" || !ok {
+		if r.TaskID == "" || !ok || !t.isActionTool(calls[i].Name) {
 			continue
 		}
 		if !fsm.State(ts.Status).Terminal() {

@@ -327,3 +327,33 @@ func TestScenario_StrictTools(t *testing.T) {
 	require.True(t, res.Calls[0].Result.OK, "%+v", res.Calls[0].Result)
 	require.Equal(t, EndAnswered, res.End)
 }
+
+func TestScenario_CancelledTurnSaysSo(t *testing.T) {
+	// Given a turn waiting for an approval no one gives
+	b := startBridge(t, nil)
+	s := loadScript(t, "awaiting_approval")
+	m := newScriptedModel(t, s.Replies)
+	obs := &cancelOnApproval{}
+	a := newAgent(t, b, m, Limits{}, obs)
+	ctx, cancel := context.WithCancel(context.Background())
+	obs.cancel = cancel
+	// When the caller cancels it (an interrupt) once the task waits
+	res, err := a.Turn(ctx, s.Prompt)
+	require.NoError(t, err)
+	// Then the turn says it was interrupted, not that time ran out
+	require.Equal(t, EndCancelled, res.End)
+	require.True(t, strings.HasPrefix(res.Answer, "The request was interrupted before it finished."), res.Answer)
+	require.Regexp(t, `\nTask task-\S+ \(move_base_to\) is still awaiting approval; I did not cancel it`, res.Answer)
+}
+
+// cancelOnApproval cancels the turn when a task waits for approval.
+type cancelOnApproval struct {
+	nopObserver
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnApproval) ToolResult(_ ToolCall, r CallResult) {
+	if r.TaskStatus == "awaiting_approval" {
+		c.cancel()
+	}
+}

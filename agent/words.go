@@ -150,6 +150,8 @@ func (t *turn) reasonSentence() string {
 	case EndLoopDetected:
 		s := t.endedSig
 		return fmt.Sprintf("I stopped: the robot bridge saw me repeat %s, which kept failing the same way, and asked me to stop.", describeCall(s.tool, s.args))
+	case EndCancelled:
+		return "The request was interrupted before it finished."
 	case EndDeadline:
 		return fmt.Sprintf("I ran out of time for this request (%v).", l.TurnTimeout)
 	case EndBridgeError:

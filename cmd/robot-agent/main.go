@@ -22,7 +22,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv
 // Exit codes.
 const (
 	exitOK = 0
-	// exitError: the bridge or the model could not be used.
+	// exitError: the bridge or the model could not be used, or the
+	// request was interrupted.
 	exitError = 1
 	// exitUsage: bad flags or arguments.
 	exitUsage = 2
@@ -41,7 +42,8 @@ Usage:
 
 Exit codes (run): 0 the model answered; 3 a limit ended the turn (the
 answer is the loop's own: what worked, what could not be done, why it
-stopped); 1 the bridge or the model could not be used; 2 bad usage.
+stopped); 1 the bridge or the model could not be used, or the request
+was interrupted; 2 bad usage.
 
 Environment: ROBOT_AGENT_BRIDGE_URL (--bridge), ROBOT_BRIDGE_AGENT_TOKEN
 (without --token-file), ROBOT_AGENT_MODEL (--model); for --backend openai
@@ -198,7 +200,7 @@ func turn(ctx context.Context, a *agent.Agent, tr *terminal, prompt string) int 
 	switch res.End {
 	case agent.EndAnswered:
 		return exitOK
-	case agent.EndBridgeError, agent.EndModelError:
+	case agent.EndBridgeError, agent.EndModelError, agent.EndCancelled:
 		return exitError
 	}
 	return exitLimit
