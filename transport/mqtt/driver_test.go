@@ -416,3 +416,48 @@ func TestConnection_LogValueNeverHoldsThePassword(t *testing.T) {
 	_, err = mqtt.ConnectionFrom(m, "", "id", func(string) string { return "" })
 	require.ErrorContains(t, err, "password_env names MQTT_PW, which is not set or empty")
 }
+
+func TestDriver_RobotOfflineIsLinkDownEvenWithFreshState(t *testing.T) {
+	r := newRig(t, "external", false)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	scriptedRobot(t, r, stop)
+	rostest.Eventually(t, 10*time.Second, r.drv.LinkUp, "the scripted robot's link never came up")
+
+	// When the robot's status turns offline (its last will) while states
+	// still arrive
+	publish(t, r, r.topic.Status(), mqtt.StatusOffline, true)
+
+	// Then the link is down, though the newest state is fresh
+	rostest.Eventually(t, 5*time.Second, func() bool { return !r.drv.LinkUp() }, "offline status ignored")
+	stamp := func() time.Time { s, _ := r.drv.Latest(); return s.Stamp }
+	before := stamp()
+	rostest.Eventually(t, 5*time.Second, func() bool { return stamp().After(before) }, "states stopped arriving")
+	require.False(t, r.drv.LinkUp(), "a fresh state brought the link back while the robot says offline")
+	require.ErrorIs(t, r.drv.Send(context.Background(), baseCmd("offline-1", 1, 0)), mqtt.ErrLinkDown)
+
+	// When it says online again, Then the link is back
+	publish(t, r, r.topic.Status(), mqtt.StatusOnline, true)
+	rostest.Eventually(t, 5*time.Second, r.drv.LinkUp, "online status ignored")
+}
+
+func TestSimnode_RefusesAMotionIssuedBeforeItsNewestStop(t *testing.T) {
+	r := newRig(t, "external", true)
+	sub := mqtttest.Subscribe(t, r.url, r.topic.Ack())
+	now := time.Now()
+	// Given a stop issued now, When a motion issued before it arrives
+	// after it (commands and stops travel on different topics)
+	publish(t, r, r.topic.Cmd(mqtt.ActionStop), mqtt.Command{V: 1, ID: "stop-x", Action: mqtt.ActionStop, Issued: now}, false)
+	older, err := mqtt.CommandFrom(baseCmd("older-1", 1, 0), now.Add(-100*time.Millisecond), now.Add(5*time.Second))
+	require.NoError(t, err)
+	publish(t, r, r.topic.Cmd(mqtt.ActionMoveBase), older, false)
+	// Then the robot refuses it, and nothing moved
+	p, ok := sub.Next(r.topic.Ack(), 10*time.Second)
+	require.True(t, ok, "no answer")
+	var a mqtt.Ack
+	require.NoError(t, json.Unmarshal([]byte(p), &a))
+	require.Equal(t, mqtt.AckFailed, a.Status)
+	require.Equal(t, "superseded by a stop issued after it", a.Reason)
+	acted, _ := motions(r.node.Sim())
+	require.Empty(t, acted)
+}
