@@ -502,7 +502,11 @@ func (t *turn) waitTasks(ctx context.Context, st *eventStream, ids []string) (ma
 			}
 		case <-st.done:
 			// The stream ended (the bridge restarted or dropped it):
-			// reopen it, then read the tasks as they are now.
+			// reopen it, then read the tasks as they are now. The pause
+			// keeps a stream that keeps ending from becoming a busy loop.
+			if !sleepCtx(ctx, reopenPause) {
+				return final, ctx.Err()
+			}
 			ns, err := t.a.bridge.openEvents(ctx)
 			if err != nil {
 				return final, err
@@ -561,6 +565,10 @@ func parseResult(tool, content string) CallResult {
 	}
 	return r
 }
+
+// reopenPause is how long the loop waits before it reopens an event
+// stream that ended.
+const reopenPause = 250 * time.Millisecond
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	tm := time.NewTimer(d)
