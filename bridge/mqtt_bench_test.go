@@ -36,7 +36,7 @@ func benchClient(b *testing.B, url, id, filter string) (paho.Client, chan time.T
 }
 
 // BenchmarkMQTT_StopLatency: HTTP stop → the stop command at a plain
-// subscriber of Debian's broker (as mosquitto_sub would see it), beside
+// subscriber of Debian's broker (as the broker's _sub client would see it), beside
 // the direct baseline in the same run: a paho publish (QoS 1) → the same
 // subscriber through the same broker.
 func BenchmarkMQTT_StopLatency(b *testing.B) {
