@@ -104,8 +104,9 @@ func (b *testBridge) do(method, path, token string, body any) (int, map[string]a
 }
 
 // motions counts the motion commands the simulator acted on, from its
-// command log (GET /v1/sim/log): a repeated command id it acknowledged
-// without acting again is not a motion.
+// command log (GET /v1/sim/log), and fails the test when the log holds a
+// command sent twice (one the simulator acknowledged without acting
+// again, or two accepted commands with one id).
 func (b *testBridge) motions() int {
 	b.t.Helper()
 	code, body := b.do(http.MethodGet, "/v1/sim/log", testOperatorTok, nil)
@@ -113,9 +114,13 @@ func (b *testBridge) motions() int {
 	entries, ok := body["entries"].([]any)
 	require.True(b.t, ok, "%v", body)
 	n := 0
+	ids := map[any]bool{}
 	for _, e := range entries {
 		m := e.(map[string]any)
-		if m["op"] == "command" && m["accepted"] == true && m["duplicate"] != true {
+		require.NotEqual(b.t, true, m["duplicate"], "a command was sent twice: %v", m)
+		if m["op"] == "command" && m["accepted"] == true {
+			require.False(b.t, ids[m["id"]], "two accepted commands with one id: %v", m)
+			ids[m["id"]] = true
 			n++
 		}
 	}
