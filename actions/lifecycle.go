@@ -135,7 +135,7 @@ func (r *Runner) execute(t *task) {
 			BeforeResume: func(by string) error {
 				return r.fire(t, fsm.EvResume, trOpts{by: by, reason: "resumed by " + by, mustRecord: true, mutate: func(t *task) {
 					t.paused = nil
-					t.text = resumedText(by, t.plan.describe(t.pauseStep))
+					t.text = resumedText(by)
 					t.progress.Text = t.plan.describe(t.pauseStep)
 				}})
 			},

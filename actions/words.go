@@ -200,9 +200,10 @@ func pausedText(reason, by string, endsAt time.Time) string {
 		sentence(operatorName(by)+" stopped the robot and it is held at rest until an operator resumes or aborts the task; if neither happens, the task ends by itself at "+clockTime(endsAt)+" (do not retry the motion)")
 }
 
-// resumedText is the text of a paused task an operator resumed.
-func resumedText(by, doing string) string {
-	return sentence("resumed by " + operatorName(by) + ": " + doing)
+// resumedText is the text of a paused task an operator resumed; what it
+// is doing is its progress, not said twice.
+func resumedText(by string) string {
+	return sentence("resumed by " + operatorName(by))
 }
 
 func recoveringText(safePose string) string {

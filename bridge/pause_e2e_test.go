@@ -169,7 +169,7 @@ func TestE2E_PauseThenAbortRecovers(t *testing.T) {
 	require.NotEqual(t, "paused", pauseView(body)["status"])
 	env = h.waitTask(id, 60*time.Second)
 	require.Equal(t, "recovered", taskData(env)["status"], "%v", env)
-	require.Contains(t, env["text"], "move_base_to was aborted by operator operator (load is loose); robot stopped")
+	require.Contains(t, env["text"], "move_base_to was aborted by the operator (load is loose); robot stopped")
 	cmds, _ := commandsOf(h.sim, id, at)
 	require.NotEmpty(t, cmds, "no recovery motion")
 	for _, c := range cmds {

@@ -99,13 +99,13 @@ type holdRequest struct {
 // refusal is the gate's answer to a command of a held task.
 func (h holdRequest) refusal(taskID string) *toolerr.Error {
 	if h.kind == holdAbort {
-		e := toolerr.New(toolerr.ActionFailed, "task %s was aborted by operator %s: no further command of it is sent", taskID, h.by).
+		e := toolerr.New(toolerr.ActionFailed, "task %s was aborted by %s: no further command of it is sent", taskID, operatorWho(h.by)).
 			Wrap(ErrAborted).With("task_id", taskID)
 		e.Suggestion = "wait for the task to end (its recovery may return the arm to the safe pose); do not retry"
 		return e
 	}
-	e := toolerr.New(toolerr.RobotBusy, "task %s is paused by operator %s (%s): nothing moves until an operator resumes or aborts it",
-		taskID, h.by, orDash(h.reason)).Wrap(ErrPaused).With("task_id", taskID)
+	e := toolerr.New(toolerr.RobotBusy, "task %s is paused by %s (%s): nothing moves until an operator resumes or aborts it",
+		taskID, operatorWho(h.by), orDash(h.reason)).Wrap(ErrPaused).With("task_id", taskID)
 	e.Suggestion = "tell the user the task is paused by an operator; do not retry the motion"
 	return e
 }
@@ -297,8 +297,20 @@ func (s *Supervisor) Paused(taskID string) (PauseInfo, bool) {
 	return *a.paused, true
 }
 
+// operatorWho names the operator credential by, without doubling the word
+// when the credential is itself called "operator".
+func operatorWho(by string) string {
+	switch by {
+	case "":
+		return "an operator"
+	case "operator":
+		return "the operator"
+	}
+	return "operator " + by
+}
+
 func abortDetail(by, reason string) string {
-	d := "aborted by operator " + by
+	d := "aborted by " + operatorWho(by)
 	if reason != "" {
 		d += " (" + reason + ")"
 	}
@@ -356,7 +368,7 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 		return robot.Command{}, r.trip(mkTrip(TripEStop, i, "the e-stop is latched", ErrEStopActive))
 	}
 	if !confirmed {
-		detail := fmt.Sprintf("operator %s paused the motion, but the robot was not confirmed stopped within %s", pc.info.By, robot.FormatAge(s.set.stopTimeout))
+		detail := fmt.Sprintf("%s paused the motion, but the robot was not confirmed stopped within %s", operatorWho(pc.info.By), robot.FormatAge(s.set.stopTimeout))
 		t := r.trip(mkTrip(TripPauseUnconfirmed, i, detail, ErrPauseUnconfirmed))
 		reply(pc.done, toolerr.New(toolerr.SafetyViolation, "%s; a fault is latched", detail).Wrap(ErrPauseUnconfirmed))
 		return robot.Command{}, t
