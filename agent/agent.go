@@ -336,14 +336,16 @@ func (t *turn) runBatch(ctx context.Context, calls []ToolCall) (end EndReason, s
 
 	// Wait for the tasks the sent actions started.
 	var waitIDs []string
+	seen := map[string]TaskStatus{}
 	for _, i := range send {
 		r := results[i]
 		if r.TaskID != "" && r.TaskStatus != "" && !fsm.State(r.TaskStatus).Terminal() && t.isActionTool(calls[i].Name) {
 			waitIDs = append(waitIDs, r.TaskID)
+			seen[r.TaskID] = TaskStatus{ID: r.TaskID, Tool: calls[i].Name, Status: r.TaskStatus}
 		}
 	}
 	if len(waitIDs) > 0 {
-		final, err := t.waitTasks(ctx, stream, waitIDs)
+		final, err := t.waitTasks(ctx, stream, seen)
 		t.taskOutcomes(calls, results, sigs, final)
 		if err != nil {
 			return EndDeadline, true, err
@@ -451,15 +453,15 @@ func (t *turn) appendUpdate(ids []string, final map[string]TaskStatus) {
 	t.a.history = append(t.a.history, Message{Role: RoleUser, Content: content})
 }
 
-// waitTasks waits on the event stream until every task of ids is
-// terminal, and returns each as last seen. It returns the context's error
-// when the turn's time ran out first.
-func (t *turn) waitTasks(ctx context.Context, st *eventStream, ids []string) (map[string]TaskStatus, error) {
-	final := make(map[string]TaskStatus, len(ids))
+// waitTasks waits on the event stream until every task of seen (each
+// as its call's envelope showed it) is terminal, and returns each as last
+// seen. It returns the context's error when the turn's time ran out first.
+func (t *turn) waitTasks(ctx context.Context, st *eventStream, seen map[string]TaskStatus) (map[string]TaskStatus, error) {
+	final := make(map[string]TaskStatus, len(seen))
 	pending := map[string]bool{}
-	for _, id := range ids {
+	for id, ts := range seen {
 		pending[id] = true
-		final[id] = TaskStatus{ID: id}
+		final[id] = ts
 	}
 	see := func(d *toolapi.TaskData) {
 		if d == nil || !pending[d.ID] {
