@@ -79,7 +79,7 @@ func newFlags(stderr io.Writer, env func(string) string) (*flag.FlagSet, *option
 	fs.StringVar(&o.session, "session", "", "the conversation's session `ID` at the bridge (default: a new random one)")
 	fs.StringVar(&o.instructions, "instructions", "", "`TEXT` added to the system prompt after the tool-error rules")
 	fs.IntVar(&o.limits.MaxIterations, "max-iterations", agent.DefaultMaxIterations, "model calls per request, at most")
-	fs.IntVar(&o.limits.MaxSameFailure, "max-same-failure", agent.DefaultMaxSameFailure, "the same failing call (tool and arguments) this many times ends the request")
+	fs.IntVar(&o.limits.MaxSameFailure, "max-same-failure", agent.DefaultMaxSameFailure, "the same call (tool and arguments) failing this many times in a row ends the request")
 	fs.DurationVar(&o.limits.TurnTimeout, "turn-timeout", agent.DefaultTurnTimeout, "wall-clock budget of one request, waits for approval and tasks included")
 	fs.IntVar(&o.limits.MaxResultBytes, "max-result-bytes", agent.DefaultMaxResultBytes, fmt.Sprintf("bytes of one tool result fed to the model; a longer one is summarized (at least %d)", agent.MinResultBytes))
 	fs.BoolVar(&o.strict, "strict", false, "openai backend: tools in OpenAI's strict form (structured outputs); many local servers do not take it")
