@@ -650,30 +650,6 @@ func corpusSituations(t *testing.T, h *harness, c *corpus) {
 	call("cancel_task", map[string]any{"task_id": id})
 	h.waitTask(id, 30*time.Second)
 
-	c.at("a drive paused by an operator, then resumed")
-	id = taskID(t, call("move_base_to", awayTarget(t, h)))
-	h.approve(id)
-	waitDriving(t, h, id)
-	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "a person is crossing"})
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	call("get_task", map[string]any{"task_id": id})
-	call("move_arm_to", map[string]any{"pose": "ready"})
-	h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "again"})
-	code, body = h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	h.waitTask(id, 30*time.Second)
-	h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
-
-	c.at("a drive paused by an operator, then aborted")
-	id = taskID(t, call("move_base_to", awayTarget(t, h)))
-	h.approve(id)
-	waitDriving(t, h, id)
-	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "check the load"})
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	code, body = h.do("POST", "/v1/tasks/"+id+"/abort", h.operator, map[string]any{"reason": "load is loose"})
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	h.waitTask(id, 30*time.Second)
-
 	c.at("a grant-covered call")
 	code, body = h.do("POST", "/v1/grants", h.operator, map[string]any{
 		"scope": map[string]any{"tool": "move_arm_to", "poses": []string{"ready", "stowed"}}, "ttl": "10m",
@@ -753,6 +729,30 @@ func corpusSituations(t *testing.T, h *harness, c *corpus) {
 	}
 	call("get_robot_state", map[string]any{})
 	call("get_safety_status", map[string]any{})
+
+	c.at("a drive paused by an operator, then resumed")
+	id = taskID(t, call("move_base_to", awayTarget(t, h)))
+	h.approve(id)
+	waitDriving(t, h, id)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "a person is crossing"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	call("get_task", map[string]any{"task_id": id})
+	call("move_arm_to", map[string]any{"pose": "ready"})
+	h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "again"})
+	code, body = h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	h.waitTask(id, 30*time.Second)
+	h.do("POST", "/v1/tasks/"+id+"/resume", h.operator, nil)
+
+	c.at("a drive paused by an operator, then aborted")
+	id = taskID(t, call("move_base_to", awayTarget(t, h)))
+	h.approve(id)
+	waitDriving(t, h, id)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/pause", h.operator, map[string]any{"reason": "check the load"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	code, body = h.do("POST", "/v1/tasks/"+id+"/abort", h.operator, map[string]any{"reason": "load is loose"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	h.waitTask(id, 30*time.Second)
 }
 
 // corpusMoreErrors produces the error types of the taxonomy that the
