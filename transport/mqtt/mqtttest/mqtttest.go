@@ -8,6 +8,7 @@ package mqtttest
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,7 +71,8 @@ func StartBroker(t testing.TB) *Broker {
 }
 
 // StartBrokerWith starts a broker whose config has the extra lines
-// (TLS, password file) after the listener line.
+// (TLS, password file) after the listener line; they replace
+// allow_anonymous true.
 func StartBrokerWith(t testing.TB, extra string) *Broker {
 	t.Helper()
 	bin := RequireTool(t, brokerBin)
@@ -78,6 +80,11 @@ func StartBrokerWith(t testing.TB, extra string) *Broker {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "mosquitto.conf")
 	body := fmt.Sprintf("listener %d 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n", port)
+	if os.Geteuid() == 0 {
+		// Started as root the broker would switch to its own user, which
+		// cannot read the test's temporary files (certificates, passwords).
+		body += "user root\n"
+	}
 	if extra == "" {
 		body += "allow_anonymous true\n"
 	} else {
@@ -100,12 +107,16 @@ func (m *Broker) Start() {
 	m.mu.Lock()
 	m.proc = p
 	m.mu.Unlock()
-	pub := RequireTool(m.t, pubBin)
 	rostest.Eventually(m.t, 10*time.Second, func() bool {
 		if done, _ := p.Exited(); done {
 			m.t.Fatalf("the broker exited at start:\n%s", p.Output())
 		}
-		return exec.Command(pub, "-L", cliURL(m.URL)+"/mqtttest/probe", "-m", "x", "-q", "0").Run() == nil
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(m.Port), time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close() // only probed for a listener
+		return true
 	}, "the broker never accepted connections on port %d:\n%s", m.Port, p.Output())
 }
 
@@ -259,4 +270,17 @@ func TryPublish(url, topic, msg string) error {
 		return fmt.Errorf("%s %s: %w: %s", pubBin, topic, err, out)
 	}
 	return nil
+}
+
+// PasswordFile writes a broker password file for user and password with
+// the broker's own tool (hashed, as the broker requires) and returns its
+// path.
+func PasswordFile(t testing.TB, user, password string) string {
+	t.Helper()
+	bin := RequireTool(t, brokerBin+"_passwd")
+	path := filepath.Join(t.TempDir(), "passwd")
+	if out, err := exec.Command(bin, "-b", "-c", path, user, password).CombinedOutput(); err != nil {
+		t.Fatalf("%s_passwd: %v: %s", brokerBin, err, out)
+	}
+	return path
 }
