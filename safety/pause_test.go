@@ -24,6 +24,7 @@ import (
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
@@ -558,4 +559,24 @@ func TestPause_ARevokeRightAfterTheResumeStopsTheMotion(t *testing.T) {
 	require.Equal(t, toolerr.ApprovalDenied, v.Error.Type, "%v", v.Error)
 	require.Empty(t, r.commandsOfTaskSince(v.ID, at))
 	require.True(t, r.atRest())
+}
+
+func TestPause_UnconfirmedStopLatchesAFaultAndSaysSo(t *testing.T) {
+	r := newRig(t)
+	v := r.moving(3.0)
+	// Given a robot whose state stops arriving, When an operator pauses
+	r.inject(sim.Fault{Kind: sim.FaultDropState})
+	pv, err := r.pause(v.ID, "hold")
+	// Then the pause is not confirmed: the answer says so, a fault is
+	// latched, and the task ends in it — never paused
+	require.Error(t, err)
+	te := toolerr.As(err)
+	require.Equal(t, toolerr.SafetyViolation, te.Type)
+	require.Contains(t, te.Message, "operator-1 paused the motion, but the robot was not confirmed stopped within")
+	require.ErrorIs(t, err, safety.ErrPauseUnconfirmed)
+	require.Equal(t, fsm.Fault, pv.Status)
+	st := r.sup.Status().Fault
+	require.True(t, st.Latched)
+	require.Equal(t, "An operator paused move_base_to, but the robot did not confirm it had come to rest.", st.What)
+	require.True(t, strings.HasPrefix(st.RobotDid, "The bridge commanded a stop; the robot did not confirm it was at rest within"), st.RobotDid)
 }
