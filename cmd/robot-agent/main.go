@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/agent"
+	"github.com/robot-bridge/robot-bridge/toolapi"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)) }
@@ -148,7 +149,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, env func(stri
 
 // build makes the model backend and the agent from the flags.
 func build(o *options, env func(string) string, logger *slog.Logger, obs agent.Observer) (*agent.Agent, error) {
-	token, err := agent.ReadAgentToken(o.tokenFile, env)
+	token, err := toolapi.ReadAgentToken(o.tokenFile, env)
 	if err != nil {
 		return nil, err
 	}

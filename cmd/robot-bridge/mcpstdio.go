@@ -67,7 +67,7 @@ func mcpStdio(args []string, stdout, stderr io.Writer) int {
 		sayln(stderr, "robot-bridge mcp-stdio:", err)
 		return 2
 	}
-	token, err := agentToken(*tokenFile, os.Getenv)
+	token, err := toolapi.ReadAgentToken(*tokenFile, os.Getenv)
 	if err != nil {
 		sayln(stderr, "robot-bridge mcp-stdio:", err)
 		return 2
@@ -97,48 +97,6 @@ func mcpEndpoint(raw string) (string, error) {
 		u.Path += "/mcp"
 	}
 	return u.String(), nil
-}
-
-// agentToken reads the agent token from file — the bridge's tokens.json
-// (only its "agent" key is read) or a file holding the token alone — or,
-// with no file, from the environment. A file others may read is refused,
-// as the bridge refuses its own token file.
-func agentToken(file string, env func(string) string) (string, error) {
-	if file == "" {
-		tok := strings.TrimSpace(env(toolapi.EnvAgentToken))
-		if tok == "" {
-			return "", fmt.Errorf("no agent token: pass --token-file (e.g. ./var/%s) or set %s", toolapi.TokensFile, toolapi.EnvAgentToken)
-		}
-		return tok, nil
-	}
-	fi, err := os.Stat(file)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("--token-file %s has mode %v; it must be readable by its owner only (chmod 600 %s)", file, fi.Mode().Perm(), file)
-	}
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	text := strings.TrimSpace(string(raw))
-	if strings.HasPrefix(text, "{") {
-		var t struct {
-			Agent *string `json:"agent"`
-		}
-		if err := json.Unmarshal([]byte(text), &t); err != nil {
-			return "", fmt.Errorf("--token-file %s is JSON but not a tokens file: %w", file, err)
-		}
-		if t.Agent == nil || strings.TrimSpace(*t.Agent) == "" {
-			return "", fmt.Errorf("--token-file %s has no \"agent\" token", file)
-		}
-		return strings.TrimSpace(*t.Agent), nil
-	}
-	if text == "" || strings.ContainsAny(text, " \t\r\n") {
-		return "", fmt.Errorf("--token-file %s must hold one token (or be the bridge's %s)", file, toolapi.TokensFile)
-	}
-	return text, nil
 }
 
 // mcpStdioConf configures runMCPStdio.

@@ -251,7 +251,7 @@ func TestMCPStdio_Arguments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := agentToken(c.file, env(c.env))
+			got, err := toolapi.ReadAgentToken(c.file, env(c.env))
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
 				return

@@ -1,24 +1,23 @@
-package agent
+package toolapi
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/robot-bridge/robot-bridge/toolapi"
 )
 
-// ReadAgentToken reads the bridge's agent token the way robot-bridge
-// mcp-stdio does: from file — the bridge's tokens.json (only its "agent"
-// key is read) or a file holding the token alone, readable by its owner
-// only — or, with no file, from ROBOT_BRIDGE_AGENT_TOKEN through env. The
-// errors name the flag (--token-file) and never the token.
+// ReadAgentToken reads the agent token for a client of the bridge
+// (robot-bridge mcp-stdio, robot-agent): from file — the bridge's
+// tokens.json (only its "agent" key is read) or a file holding the token
+// alone, readable by its owner only, as the bridge refuses its own token
+// file otherwise — or, with no file, from ROBOT_BRIDGE_AGENT_TOKEN through
+// env. The errors name the flag (--token-file) and never the token.
 func ReadAgentToken(file string, env func(string) string) (string, error) {
 	if file == "" {
-		tok := strings.TrimSpace(env(toolapi.EnvAgentToken))
+		tok := strings.TrimSpace(env(EnvAgentToken))
 		if tok == "" {
-			return "", fmt.Errorf("no agent token: pass --token-file (e.g. ./var/%s) or set %s", toolapi.TokensFile, toolapi.EnvAgentToken)
+			return "", fmt.Errorf("no agent token: pass --token-file (e.g. ./var/%s) or set %s", TokensFile, EnvAgentToken)
 		}
 		return tok, nil
 	}
@@ -47,7 +46,7 @@ func ReadAgentToken(file string, env func(string) string) (string, error) {
 		return strings.TrimSpace(*t.Agent), nil
 	}
 	if text == "" || strings.ContainsAny(text, " \t\r\n") {
-		return "", fmt.Errorf("--token-file %s must hold one token (or be the bridge's %s)", file, toolapi.TokensFile)
+		return "", fmt.Errorf("--token-file %s must hold one token (or be the bridge's %s)", file, TokensFile)
 	}
 	return text, nil
 }
