@@ -504,11 +504,12 @@ func TestPause_WaitReturnsWhenPausedAndWhenResumed(t *testing.T) {
 func TestPause_RacingTheNaturalSuccessAnswersItSucceeded(t *testing.T) {
 	r := newRig(t)
 	v := r.mustSubmit("move_base_to", map[string]any{"x": 1.0, "y": 0.0})
+	id := v.ID
 	answered := make(chan taskAnswer, 1)
 	// Given the success being recorded, When an operator pauses right then
 	r.rec.when(fsm.EvSucceed, func(actions.TransitionRecord) {
 		go func() {
-			pv, err := r.run.Pause(context.Background(), v.ID, "operator-1", "too late")
+			pv, err := r.run.Pause(context.Background(), id, "operator-1", "too late")
 			answered <- taskAnswer{pv, err}
 		}()
 	})
@@ -528,7 +529,8 @@ func TestPause_AStopAtTheSameMomentWins(t *testing.T) {
 	v := r.moving(3.0)
 	at := r.logLen()
 	// When a pause and a stop arrive together
-	go func() { _, _ = r.run.Pause(context.Background(), v.ID, "operator-1", "hold") }()
+	id := v.ID
+	go func() { _, _ = r.run.Pause(context.Background(), id, "operator-1", "hold") }()
 	_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
 	require.NoError(t, err)
 	// Then the task ends cancelled, never paused and forgotten, and no
