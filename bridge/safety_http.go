@@ -11,6 +11,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
+	"github.com/robot-bridge/robot-bridge/store"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
@@ -81,8 +82,12 @@ func (b *Bridge) latchSettled(ctx context.Context, what string) latchChange {
 	c := latchChange{st: st, text: describeSafety(st)}
 	if recErr != nil {
 		c.notRecorded = toolerr.New(toolerr.Unavailable, "%s, but it is not recorded: %v", what, recErr).Wrap(recErr)
+		fix := "fix the data dir's disk"
+		if b.dur.st.Info().Driver == store.DriverPostgres {
+			fix = "bring the PostgreSQL server back (the bridge reconnects by itself)"
+		}
 		c.notRecorded.Suggestion = "the change holds while this bridge runs, but a restart would not know it: do not restart the bridge; " +
-			"fix the data dir's disk (GET /readyz says when the store takes writes again) and repeat the request to confirm it is recorded"
+			fix + " (GET /readyz says when the store takes writes again) and repeat the request to confirm it is recorded"
 	}
 	return c
 }

@@ -128,6 +128,7 @@ func TestStorePostgres_OutageIsUnavailableAndNothingMovesThenCallsWorkAgain(t *t
 	code, body := h.do("POST", "/v1/estop", h.agent, map[string]any{"reason": "outage drill"})
 	require.Equal(t, http.StatusServiceUnavailable, code, "%v", body)
 	require.Equal(t, "UNAVAILABLE", body["error"].(map[string]any)["type"], "%v", body)
+	require.Contains(t, body["error"].(map[string]any)["suggestion"], "bring the PostgreSQL server back", "the advice names the database server, not a disk")
 	require.Equal(t, true, safetyStatus(h)["estop"].(map[string]any)["active"])
 
 	// When the server is back, with the same bridge process
