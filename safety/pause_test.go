@@ -582,3 +582,30 @@ func TestPause_UnconfirmedStopLatchesAFaultAndSaysSo(t *testing.T) {
 	require.Equal(t, "An operator paused move_base_to, but the robot did not confirm it had come to rest.", st.What)
 	require.True(t, strings.HasPrefix(st.RobotDid, "The bridge commanded a stop; the robot did not confirm it was at rest within"), st.RobotDid)
 }
+
+func TestAbort_ExecutingTaskTakesTheFailedMotionPath(t *testing.T) {
+	r := newRig(t)
+	armReady(r)
+	v := r.moving(3.0)
+	at := r.logLen()
+	// When an operator aborts the task while it drives
+	av, err := r.answer("the abort", func() (actions.TaskView, error) {
+		return r.run.Abort(context.Background(), v.ID, "operator-1", "wrong room")
+	})
+	// Then it leaves executing at once and ends recovered, with only the
+	// supervisor's recovery sent after the abort
+	require.NoError(t, err)
+	require.NotEqual(t, fsm.Executing, av.Status)
+	v = r.waitTerminal(v.ID, 30*time.Second)
+	require.Equal(t, fsm.Recovered, v.Status, "%v", v.Error)
+	require.Contains(t, v.Error.Message, "move_base_to was aborted by operator operator-1 (wrong room); robot stopped")
+	cmds := r.commandsOfTaskSince(v.ID, at)
+	require.NotEmpty(t, cmds, "no recovery motion")
+	for _, e := range cmds {
+		_, rec := taskOfCommand(e.ID)
+		require.True(t, rec, "command %s after the abort is not the supervisor's recovery", e.ID)
+	}
+	// And a second abort is a conflict naming the status
+	_, err = r.run.Abort(context.Background(), v.ID, "operator-1", "again")
+	require.Equal(t, toolerr.Conflict, toolerr.As(err).Type)
+}
