@@ -347,6 +347,7 @@ func TestDriver_StopFailsAtOnceWithoutABrokerAndWorksAfterItsRestart(t *testing.
 	err := r.drv.Stop(context.Background())
 	require.ErrorIs(t, err, mqtt.ErrLinkDown)
 	require.ErrorIs(t, r.drv.Refresh(context.Background()), mqtt.ErrLinkDown)
+	require.ErrorIs(t, r.drv.Send(context.Background(), baseCmd("during-outage-1", 1, 0)), mqtt.ErrLinkDown)
 
 	// When the broker is back, Then both ends reconnect and resubscribe
 	// on their own, and a stop reaches the robot again
@@ -354,6 +355,10 @@ func TestDriver_StopFailsAtOnceWithoutABrokerAndWorksAfterItsRestart(t *testing.
 	rostest.Eventually(t, 30*time.Second, r.drv.LinkUp, "the link never came back after the broker restart")
 	require.NoError(t, r.drv.Stop(context.Background()))
 	rostest.Eventually(t, 10*time.Second, func() bool { return r.node.Sim().Counters().Stops > stopsBefore }, "the stop never arrived")
+	// and the command refused during the outage was never replayed
+	acted, dups := motions(r.node.Sim())
+	require.Empty(t, acted, "a command of the outage reached the robot after the reconnect")
+	require.Empty(t, dups)
 }
 
 func TestDriver_StopNeverWaitsBehindACommandInFlight(t *testing.T) {
