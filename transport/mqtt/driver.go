@@ -102,6 +102,9 @@ type Driver struct {
 type waiter struct {
 	action string
 	acks   chan Ack
+	// running: Send returned, the robot accepted the command (guarded by
+	// cmdMu). A stop forgets running commands, so pending stays bounded.
+	running bool
 }
 
 // burst is one drop reason's log throttle: the first drop of a burst is
@@ -539,6 +542,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			// accepted, or done before the accepted arrived.
 			d.cmdMu.Lock()
 			superseded := d.stopGen != gen
+			w.running = true
 			d.cmdMu.Unlock()
 			if superseded {
 				d.log.Warn("command accepted after a stop was issued; stopping again", "id", cmd.ID, "action", p.Action)
@@ -620,6 +624,14 @@ func (d *Driver) Stop(_ context.Context) error {
 	id := fmt.Sprintf("stop-%s-%d", d.session, d.stopSeq)
 	clear(d.current)
 	clear(d.faults)
+	// A stopped command gets no done or failed any more; one still
+	// awaiting its accepted ack stays, so its late acceptance is seen
+	// (and followed by another stop).
+	for id, w := range d.pending {
+		if w.running {
+			delete(d.pending, id)
+		}
+	}
 	d.cmdMu.Unlock()
 	raw, err := Marshal(Command{V: Version, ID: id, Action: ActionStop, Issued: d.clk.Now()})
 	if err != nil {

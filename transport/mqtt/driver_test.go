@@ -152,6 +152,8 @@ func TestDriver_DrivesTheRobotToTheGoalAndReportsItDone(t *testing.T) {
 			require.True(t, ok)
 			require.True(t, st.Battery.Known)
 			require.InDelta(t, 1.0, testutil.ToFloat64(r.drv.Metrics().Acks.WithLabelValues("accepted")), 0)
+			require.GreaterOrEqual(t, testutil.ToFloat64(r.drv.Metrics().Acks.WithLabelValues("progress")), 1.0, "no progress ack while the base drove")
+			require.InDelta(t, 1.0, testutil.ToFloat64(r.drv.Metrics().Acks.WithLabelValues("done")), 0)
 		})
 	}
 }

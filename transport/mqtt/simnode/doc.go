@@ -2,7 +2,8 @@
 // robot speaking the transport/mqtt contract: it publishes its state
 // retained at the simulator's state rate with a session id, a sequence
 // number and a stamp, executes motion commands and acks them accepted,
-// then done or failed as the simulator's controllers finish, and announces
+// progress now and then, and done or failed as the simulator's controllers
+// finish, and announces
 // itself on its status topic with the last will offline.
 //
 // Delivery is safe to repeat: a command id is acted on once (a QoS 1

@@ -88,11 +88,12 @@ type Node struct {
 
 // goal is an accepted command the node watches until it is done or fails.
 type goal struct {
-	id     string
-	target robot.Pose2D
-	joints []float64
-	close  bool
-	since  time.Time
+	id       string
+	reported int // states published since the last progress ack
+	target   robot.Pose2D
+	joints   []float64
+	close    bool
+	since    time.Time
 }
 
 // seenKeep bounds the ids remembered for dedupe.
@@ -492,8 +493,23 @@ func (n *Node) publishEvents() {
 	n.mu.Unlock()
 }
 
-// advance acks done or failed for the goals the node watches, as a
-// robot's controllers report the end of a goal.
+// progressEvery is how many states pass between two progress acks of a
+// goal (the first comes with the first state after acceptance).
+const progressEvery = 25
+
+// progress acks progress for a running goal now and then.
+func (n *Node) progress(g *goal, text string) {
+	n.mu.Lock()
+	due := g.reported == 0
+	g.reported = (g.reported + 1) % progressEvery
+	n.mu.Unlock()
+	if due {
+		n.ack(mqtt.Ack{V: mqtt.Version, ID: g.id, Status: mqtt.AckProgress, Reason: text, Stamp: n.clk.Now()})
+	}
+}
+
+// advance acks progress for the goals the node watches, and done or
+// failed as a robot's controllers report the end of a goal.
 func (n *Node) advance(st robot.State) {
 	tr := n.sim.Truth()
 	fault := func(prefix string) string {
@@ -521,10 +537,13 @@ func (n *Node) advance(st robot.State) {
 		bc := n.cfg.Base
 		reached := math.Hypot(tr.Base.X-bg.target.X, tr.Base.Y-bg.target.Y) <= bc.GoalTolerance &&
 			math.Abs(robot.NormalizeAngle(tr.Base.Theta-bg.target.Theta)) <= robot.Radians(bc.YawToleranceDeg)
+		dist := math.Hypot(tr.Base.X-bg.target.X, tr.Base.Y-bg.target.Y)
 		switch f := fault("motor_stall"); {
 		case f != "":
 			n.sim.Stop()
 			end(&n.base, bg, mqtt.AckFailed, "base controller: "+f)
+		case tr.BaseGoal:
+			n.progress(bg, fmt.Sprintf("%.2f m to go", dist))
 		case !tr.BaseGoal && reached && !st.Moving(0.01, 0.02):
 			end(&n.base, bg, mqtt.AckDone, "goal reached")
 		case !tr.BaseGoal && !reached:
@@ -542,6 +561,8 @@ func (n *Node) advance(st robot.State) {
 		case f != "":
 			n.sim.Stop()
 			end(&n.arm, ag, mqtt.AckFailed, "arm controller: "+f)
+		case tr.ArmGoal:
+			n.progress(ag, "trajectory under way")
 		case !tr.ArmGoal && reached:
 			end(&n.arm, ag, mqtt.AckDone, "trajectory executed")
 		case !tr.ArmGoal && !reached:
