@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -58,7 +59,12 @@ func (r *Runner) Pause(ctx context.Context, id, by, reason string) (TaskView, er
 		v, _ := r.waitTerminal(ctx, t)
 		return v, wrongState(v, "paused", StatusWords(fsm.Executing))
 	case errors.Is(err, safety.ErrNotHeld):
-		v := r.view(t)
+		// The supervisor has moved on (stopping, or another pause is
+		// being taken): name the status the task takes for it, never
+		// "it is moving the robot" in a refusal to pause a moving task.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		v := r.waitLeft(wctx, t, fsm.Executing)
 		return v, wrongState(v, "paused", StatusWords(fsm.Executing))
 	}
 	return r.view(t), asSentences(err)
