@@ -186,11 +186,15 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 		if !ok {
 			d = Decision{Cancelled: true, Reason: "the approval service closed the request"}
 		}
-		if r.decide(t, d, grantText(d, p.preview)) {
+		ok = r.decide(t, d, grantText(d, p.preview))
+		// The answer is the task as the decision left it: taken once the
+		// motion's goroutine runs, it could race the start.
+		v := r.view(t)
+		if ok {
 			r.wg.Add(1)
 			go r.run(t, nil)
 		}
-		return r.Get(t.id)
+		return v, nil
 	default:
 	}
 	r.wg.Add(1)
