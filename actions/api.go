@@ -44,8 +44,10 @@ type TaskView struct {
 	Result map[string]any `json:"result,omitempty"`
 	// Error is set for every task that ended other than succeeded, and
 	// says what recovery did and where the robot is now — except a task
-	// cancelled before the robot moved, which is no failure: its Text
-	// says "cancelled before it moved".
+	// whose cancel or stop someone asked for before the robot moved,
+	// which is no failure: its Text says "cancelled before it moved" (a
+	// grant revoked or run out before then keeps its APPROVAL_DENIED or
+	// APPROVAL_EXPIRED error).
 	Error *toolerr.Error `json:"-"`
 	// Paused is set while an operator's pause holds the task (status
 	// paused), nil otherwise.

@@ -96,7 +96,10 @@ func (r *Runner) execute(t *task) {
 					t.progress = Progress{Fraction: 0, Text: p.describe(0)}
 				}})
 			},
-			Progress: func(step int, st robot.State) { r.setProgress(t, r.progressOf(t, step, st)) },
+			Progress: func(step int, st robot.State) {
+				r.noteMoved(t, st)
+				r.setProgress(t, r.progressOf(t, step, st))
+			},
 			Stopped: func(tr safety.Trip) {
 				switch tr.Kind {
 				case safety.TripShutdown:
@@ -228,14 +231,17 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 			out.Stop = &stop
 		}
 		r.mu.Lock()
-		start := t.startState
+		start, moved := t.startState, t.moved
 		r.mu.Unlock()
-		if !movedSince(start, st) {
+		if !moved && !movedSince(start, st) {
 			// The first command left but the robot never moved: the task
-			// was cancelled before it moved, which is no failure and no
-			// distance short of anything (issue 14).
+			// was cancelled before it moved, no distance short of anything
+			// (issue 14). A cancel the agent or an operator asked for is
+			// no failure; a grant withdrawn or run out keeps its typed
+			// error, which tells the agent not to ask again unprompted.
 			text := cancelledBeforeMovedText(t.req.Tool, *out.Stop, out.StopConfirmed, whereNow(r.cfg, nil, st, untouched))
-			_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: out.Stop.Detail() + "; robot confirmed stopped before it moved", mutate: func(t *task) { t.text = text }})
+			e := cancelledBeforeMovedError(*out.Stop, out.StopConfirmed, text)
+			_ = r.fire(t, fsm.EvStopConfirmed, trOpts{by: by, reason: out.Stop.Detail() + "; robot confirmed stopped before it moved", mutate: func(t *task) { t.err, t.text = e, text }})
 			break
 		}
 		e := cancelledError(t.req.Tool, out, progressWords(r.view(t)), where)
@@ -269,6 +275,16 @@ func (r *Runner) finish(t *task, out safety.Outcome) {
 
 // progressOf turns a state into progress: completed steps weighted by
 // their expected durations plus the running step's fraction.
+// noteMoved marks t as having moved once a state during its motion shows
+// the robot moving or away from where its first command found it.
+func (r *Runner) noteMoved(t *task, st robot.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !t.moved && (st.Moving(movingLinEps, movingAngEps) || movedSince(t.startState, st)) {
+		t.moved = true
+	}
+}
+
 func (r *Runner) progressOf(t *task, step int, st robot.State) Progress {
 	p := t.plan
 	if step >= len(p.steps) {

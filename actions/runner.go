@@ -144,6 +144,10 @@ type task struct {
 	paused     *PauseView
 	pauseStep  int
 	startState robot.State
+	// moved is set once a state during the motion showed the robot
+	// moving (or away from startState): a cancel after that is never
+	// "cancelled before it moved", however short the distance.
+	moved bool
 }
 
 // NewRunner validates conf and returns a runner.

@@ -374,6 +374,33 @@ func cancelledBeforeMovedText(tool string, req safety.StopRequest, confirmed boo
 	return toolerr.Sentence(tool+" was cancelled before it moved: "+stopCause(req)+"; "+stopWords(confirmed)) + " " + now(where)
 }
 
+// cancelledBeforeMovedError is the error of a task cancelled before it
+// moved: none for a cancel or stop someone asked for (the status says
+// cancelled and the text why), the typed error for a grant that was
+// revoked or ran out (the agent must not ask for the motion again
+// without the user), with the task's text as its message.
+func cancelledBeforeMovedError(req safety.StopRequest, confirmed bool, text string) *toolerr.Error {
+	var e *toolerr.Error
+	switch req.Cause {
+	case safety.StopGrantRevoked:
+		e = toolerr.New(toolerr.ApprovalDenied, "%s", text).With("reason", req.Reason).With("revoked_by", req.By)
+		e.Suggestion = "the operator withdrew the permission for this motion; tell the user and ask before requesting it again"
+	case safety.StopGrantExpired:
+		e = toolerr.New(toolerr.ApprovalExpired, "%s", text)
+		e.Suggestion = "the operator's time-limited permission ran out before the robot moved; ask the user whether to request it again"
+	default:
+		return nil
+	}
+	return e.With("stop_confirmed", confirmed)
+}
+
+// The velocities above which a state shows the robot moving, for
+// "cancelled before it moved" (m/s and rad/s).
+const (
+	movingLinEps = 0.01
+	movingAngEps = 0.02
+)
+
 // movedSince reports whether the robot moved between two states: the
 // base by more than 1 cm or 0.02 rad, a joint by more than 0.01 rad, or
 // the fingers by more than 2 mm.
