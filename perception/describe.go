@@ -446,9 +446,22 @@ func (s *Summarizer) text(q Query, cands []candidate, rank []int32, sc Scene, ot
 			}
 		}
 	}
+	// One stale object says it may have moved; several say it once,
+	// after the list, rather than after each of them.
+	stale := 0
+	for i := range sc.Objects {
+		if sc.Objects[i].Stale {
+			stale++
+		}
+	}
 	for i := range sc.Objects {
 		b = append(b, ' ')
-		b = s.appendObject(b, &sc.Objects[i], &cands[rank[i]])
+		b = s.appendObject(b, &sc.Objects[i], &cands[rank[i]], stale == 1)
+	}
+	if stale > 1 {
+		b = append(b, " The "...)
+		b = strconv.AppendInt(b, int64(stale), 10)
+		b = append(b, " objects not seen for a while may have moved since."...)
 	}
 	b = appendRelations(b, cands, rank[:sc.Shown])
 	if sc.HiddenLowConfidence > 0 {
@@ -529,7 +542,7 @@ func appendCounts(b []byte, counts map[string]int) []byte {
 
 // appendObject writes one object's sentence, e.g.
 // "cup-1: cup on table, 0.92 m away 23° to the left, within reach.".
-func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
+func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate, sayMayHaveMoved bool) []byte {
 	b = append(b, o.ID...)
 	b = append(b, ": "...)
 	if o.Uncertain {
@@ -588,7 +601,10 @@ func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate) []byte {
 	case o.Stale:
 		b = append(b, "; last seen "...)
 		b = appendAgo(b, c.ago)
-		b = append(b, " ago, may have moved"...)
+		b = append(b, " ago"...)
+		if sayMayHaveMoved {
+			b = append(b, ", may have moved"...)
+		}
 	case !o.SeenNow && !o.InView:
 		b = append(b, "; seen "...)
 		b = appendAgo(b, c.ago)

@@ -208,6 +208,23 @@ func TestTracking_IDsStayStableAcrossFramesAndMotion(t *testing.T) {
 	require.Equal(t, "cup-1", first.Objects[0].ID)
 }
 
+// Several stale objects say "may have moved" once, not once each (the
+// texts corpus found it twice in one describe_scene text).
+func TestStaleness_SeveralStaleObjectsSayMayHaveMovedOnce(t *testing.T) {
+	s, clk := newTestSummarizer(t)
+	ph := newPinhole(*s.cfgCamera())
+	d1, _ := ph.detect(home, cupOnTable, 0.1, "cup", 0.9, true)
+	d2, _ := ph.detect(home, robot.Vec3{X: 2.3, Y: 1.2, Z: 0.8}, 0.1, "cup", 0.9, true)
+	s.Observe(home, []robot.Detection{d1, d2}, clk.Now())
+	clk.Advance(12 * time.Second)
+	sc, err := s.Describe(context.Background(), Query{})
+	require.NoError(t, err)
+	require.Len(t, sc.Objects, 2, sc.Text)
+	require.Equal(t, 2, strings.Count(sc.Text, "last seen 12 s ago"), sc.Text)
+	require.Equal(t, 1, strings.Count(sc.Text, "may have moved"), sc.Text)
+	require.True(t, strings.HasSuffix(sc.Text, " The 2 objects not seen for a while may have moved since."), sc.Text)
+}
+
 func TestStaleness_ReportedThenForgotten(t *testing.T) {
 	s, clk := newTestSummarizer(t)
 	ph := newPinhole(*s.cfgCamera())
