@@ -22,8 +22,8 @@ func TestOpen_FreshThenReopen(t *testing.T) {
 		// Then the first open creates the database and its marker
 		require.True(t, info.Fresh)
 		require.False(t, info.CleanShutdown)
-		require.Equal(t, []int{1, 2}, info.Migrated)
-		require.Equal(t, 2, info.SchemaVersion)
+		require.Equal(t, []int{1, 2, 3}, info.Migrated)
+		require.Equal(t, 3, info.SchemaVersion)
 		require.FileExists(t, e.markerPath(dir))
 		require.Equal(t, e.driver, info.Driver)
 		require.NoError(t, s.Close())
@@ -320,16 +320,16 @@ func TestMigrate_V1DatabaseMigratesAndKeepsItsData(t *testing.T) {
 		// When this build opens it
 		s, _ := e.open(t, dir)
 
-		// Then migration 2 ran, in order, and the old data is still there
-		require.Equal(t, []int{2}, s.Info().Migrated)
-		require.Equal(t, 2, s.Info().SchemaVersion)
+		// Then migrations 2 and 3 ran, in order, and the old data is still there
+		require.Equal(t, []int{2, 3}, s.Info().Migrated)
+		require.Equal(t, 3, s.Info().SchemaVersion)
 		require.Equal(t, "abc", s.Info().StoreID)
 		v1, err := s.Task(context.Background(), "task-old")
 		require.NoError(t, err)
 		require.Equal(t, fsm.Executing, v1.Status)
 		var n int
 		require.NoError(t, s.r.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
-		require.Equal(t, 2, n)
+		require.Equal(t, 3, n)
 		// And the new table works
 		es, f, err := s.Latches(context.Background())
 		require.NoError(t, err)
@@ -390,12 +390,12 @@ func TestOpen_ADatabaseOfTheBuildBeforeTheEngineLayerOpens(t *testing.T) {
 	ctx := context.Background()
 	// When this build opens it
 	s, _ := openTest(t, dir)
-	// Then it is the same store at the same version, nothing to migrate,
+	// Then it is the same store, migrated to the escalations' version,
 	// after a clean shutdown
 	info := s.Info()
 	require.Equal(t, "ad2ae85fadd32cae", info.StoreID)
-	require.Equal(t, 2, info.SchemaVersion)
-	require.Empty(t, info.Migrated)
+	require.Equal(t, 3, info.SchemaVersion)
+	require.Equal(t, []int{3}, info.Migrated)
 	require.True(t, info.CleanShutdown)
 	// And everything it held is there: the latch, the key, the tasks
 	es, _, err := s.Latches(ctx)
