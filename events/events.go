@@ -32,6 +32,9 @@ const (
 	// TypeSystem carries bridge lifecycle notes (start, restart recovery,
 	// shutdown).
 	TypeSystem Type = "system"
+	// TypeEscalation carries an escalation.Escalation when it is opened
+	// and when an operator answers it (the operator hand-off).
+	TypeEscalation Type = "escalation"
 )
 
 // Event is one published happening.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/console"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/events"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -31,6 +32,9 @@ import (
 //     the last one (or only ages it) is not sent.
 //   - "task": a transition, a progress step or the result of a task the
 //     calling credential requested; other credentials' tasks never appear.
+//   - "escalation": a request for an operator's help of the calling
+//     credential's sessions was opened (by the agent, or by the bridge on
+//     a fault or LOOP_DETECTED), or an operator answered it.
 //
 // Approvals, grants, safety events and everything else on the bus are
 // operator data and never reach this stream. Every stream begins with a
@@ -263,6 +267,9 @@ func agentFilter(p Principal) func(events.Event) bool {
 		case events.TypeTask:
 			v, ok := e.Data.(actions.TaskView)
 			return ok && v.Principal == p.Name
+		case events.TypeEscalation:
+			v, ok := e.Data.(escalation.Escalation)
+			return ok && v.Agent == p.Name
 		}
 		return false
 	}
@@ -383,6 +390,10 @@ func (st *agentStream) busEvent(e events.Event) {
 	case events.TypeTask:
 		if v, ok := e.Data.(actions.TaskView); ok {
 			st.event("task", e.Seq, taskEventOf(v))
+		}
+	case events.TypeEscalation:
+		if v, ok := e.Data.(escalation.Escalation); ok {
+			st.event("escalation", e.Seq, escalationEventOf(v))
 		}
 	}
 }

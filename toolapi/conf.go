@@ -221,6 +221,11 @@ type Conf struct {
 	// changes from it. Without it GET /v1/agent/events answers 503 and
 	// MCP subscriptions are refused; reads still work.
 	Events *events.Bus
+	// Escalations is the operator hand-off (optional): request_operator_help
+	// files into it, LOOP_DETECTED raises one, and an operator's answer is
+	// handed to the session's next call. It defaults to none:
+	// request_operator_help answers UNAVAILABLE.
+	Escalations Escalations
 }
 
 // ErrConf is the root of every configuration error of New.
@@ -249,6 +254,9 @@ func (c Conf) withDefaults() (Conf, error) {
 	}
 	if c.Safety == nil {
 		c.Safety = noSafety{}
+	}
+	if c.Escalations == nil {
+		c.Escalations = noEscalations{}
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()

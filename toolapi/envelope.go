@@ -24,6 +24,10 @@ type Envelope struct {
 	Task  *TaskRef   `json:"task,omitempty"`
 	Robot string     `json:"robot"`
 	Error *ErrorBody `json:"error,omitempty"`
+	// OperatorMessage is an operator's answer to the session's request
+	// for help, carried by the envelope of the session's next call once
+	// (Text begins with it too).
+	OperatorMessage *OperatorMessage `json:"operator_message,omitempty"`
 }
 
 // TaskRef is the short form of a task in an envelope.

@@ -148,7 +148,7 @@ func (s *Server) mcpTool(t *Tool) *mcp.Tool {
 		params["properties"] = props
 		desc += " Pass a fresh idempotency_key so that a retry after a lost answer never moves the robot twice."
 	}
-	readOnly := t.Kind == KindState
+	readOnly := t.Kind == KindState && !t.Writes
 	title := mcpTitle(t.Name)
 	return &mcp.Tool{
 		Name: t.Name, Title: title, Description: desc, InputSchema: params,
@@ -164,18 +164,19 @@ func (s *Server) mcpTool(t *Tool) *mcp.Tool {
 
 // mcpTitles are the tools' human-readable titles, for a host's UI.
 var mcpTitles = map[string]string{
-	ToolGetRobotState:    "Get the robot's state",
-	ToolDescribeScene:    "Describe the scene",
-	ToolGetTask:          "Get a task",
-	ToolListNamedPoses:   "List named locations and poses",
-	ToolGetSafetyStatus:  "Get the safety status",
-	ToolMoveBaseTo:       "Drive the base",
-	ToolMoveArmTo:        "Move the arm",
-	ToolGrasp:            "Grasp an object",
-	ToolRelease:          "Release the held object",
-	ToolReturnToSafePose: "Return to the safe pose",
-	ToolStop:             "Stop the robot",
-	ToolCancelTask:       "Cancel a task",
+	ToolGetRobotState:       "Get the robot's state",
+	ToolDescribeScene:       "Describe the scene",
+	ToolGetTask:             "Get a task",
+	ToolListNamedPoses:      "List named locations and poses",
+	ToolGetSafetyStatus:     "Get the safety status",
+	ToolMoveBaseTo:          "Drive the base",
+	ToolMoveArmTo:           "Move the arm",
+	ToolGrasp:               "Grasp an object",
+	ToolRelease:             "Release the held object",
+	ToolReturnToSafePose:    "Return to the safe pose",
+	ToolStop:                "Stop the robot",
+	ToolCancelTask:          "Cancel a task",
+	ToolRequestOperatorHelp: "Ask an operator for help",
 }
 
 // mcpTitle is a tool's title: from mcpTitles, or its name in words.

@@ -300,7 +300,7 @@ func TestMCP_ToolsAdvertiseTheKey(t *testing.T) {
 				require.Contains(t, tl.Description, "idempotency_key")
 			}
 			require.NotContains(t, tool.InputSchema["properties"], "idempotency_key", "the registry's own schema is unchanged")
-			require.Equal(t, tool.Kind == KindState, tl.Annotations.ReadOnlyHint)
+			require.Equal(t, tool.Kind == KindState && tool.Name != ToolRequestOperatorHelp, tl.Annotations.ReadOnlyHint)
 		})
 	}
 }

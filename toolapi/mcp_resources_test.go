@@ -127,6 +127,13 @@ func TestMCP_ToolsTellHostsWhatTheyDo(t *testing.T) {
 		require.NotNil(t, a.DestructiveHint, tl.Name)
 		props := tl.InputSchema.(map[string]any)["properties"].(map[string]any)
 		switch {
+		case tl.Name == ToolRequestOperatorHelp:
+			// It files an escalation: not read-only, not idempotent (each
+			// call asks again), and it moves nothing
+			require.False(t, a.ReadOnlyHint, tl.Name)
+			require.False(t, a.IdempotentHint, tl.Name)
+			require.False(t, *a.DestructiveHint, tl.Name)
+			require.NotContains(t, props, mcpKeyField)
 		case reg.Kind == KindState:
 			require.True(t, a.ReadOnlyHint, tl.Name)
 			require.True(t, a.IdempotentHint, tl.Name)

@@ -21,7 +21,8 @@ type Kind string
 
 // Kinds.
 const (
-	// KindState tools are read-only, idempotent and never need approval.
+	// KindState tools never move the robot and never need approval; all
+	// but request_operator_help (Tool.Writes) are read-only and idempotent.
 	KindState Kind = "state"
 	// KindAction tools change the world; most need an operator's approval.
 	KindAction Kind = "action"
@@ -61,6 +62,10 @@ type Tool struct {
 	RequiresApproval bool
 	// Idempotent says that repeating the call has no further effect.
 	Idempotent bool
+	// Writes marks a state tool that records something without moving
+	// the robot (request_operator_help files an escalation): MCP lists it
+	// as not read-only.
+	Writes bool
 	// Timeout bounds the call (state tools) or the action (0: computed
 	// per call by the runner from the expected duration).
 	Timeout time.Duration
@@ -300,7 +305,7 @@ func NewRegistry(cfg *hwconfig.Config) (*Registry, error) {
 	b := builder{cfg: cfg}
 	tools := []*Tool{
 		b.getRobotState(), b.describeScene(), b.getTask(), b.listNamedPoses(), b.getSafetyStatus(),
-		b.moveBaseTo(),
+		b.requestOperatorHelp(), b.moveBaseTo(),
 	}
 	if cfg.Arm != nil && len(cfg.Arm.Joints) > 0 {
 		tools = append(tools, b.moveArmTo())

@@ -34,6 +34,8 @@ type Server struct {
 	mux   *http.ServeMux
 	h     http.Handler
 
+	hist *history
+
 	flightMu sync.Mutex
 	flights  map[string]*flight // guarded by flightMu
 }
@@ -103,7 +105,7 @@ func New(conf Conf) (*Server, error) {
 	s := &Server{
 		conf: c, reg: reg, log: c.Logger, guard: newGuard(c),
 		robot: newReader("the robot state", c), scene: newReader("perception", c),
-		flights: map[string]*flight{},
+		flights: map[string]*flight{}, hist: newHistory(),
 	}
 	s.m = newMetrics(c.Registerer, map[string]*reader{"robot_state": s.robot, "perception": s.scene})
 	s.routes()
@@ -244,6 +246,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	}
 
 	var out outcome
+	var looped *toolerr.Error
 	kind := "unknown"
 	if known {
 		kind = string(tool.Kind)
@@ -265,6 +268,8 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 			kind = string(tool.Kind)
 			if te := tool.Validate(args); te != nil {
 				out = outcome{err: te}
+			} else if tool.Name == ToolRequestOperatorHelp {
+				out = s.requestHelp(ctx, p, req, args)
 			} else if tool.Kind == KindState {
 				out = s.runState(ctx, tool, args)
 			} else {
@@ -275,12 +280,17 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		// RATE_LIMITED call was not executed and does not count.
 		if !known || tool.Name != ToolStop {
 			if le := s.guard.outcome(loopBucket, req.Tool, argsHash, out.err, s.conf.Clock.Now()); le != nil {
-				out.err = le
+				out.err, looped = le, le
 			}
 		}
 	}
 	env := out.envelope(req.Tool)
 	env.Robot = s.robotText(ctx, out)
+	s.hist.add(sessKey, s.callRecord(start, req.Tool, args, env))
+	if looped != nil {
+		s.loopEscalation(ctx, p, req, looped)
+	}
+	s.deliverAnswer(ctx, p, req.SessionID, &env)
 
 	outcomeLabel, errType := "ok", "none"
 	if env.Error != nil {
