@@ -10,6 +10,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/safety"
 )
@@ -27,6 +28,8 @@ type Metrics struct {
 	stopLatency    prometheus.Histogram
 	storeDropped   *prometheus.CounterVec
 	storeWrite     *prometheus.HistogramVec
+	escalations    *prometheus.CounterVec
+	escalOpen      prometheus.Gauge
 	reg            prometheus.Registerer
 	mu             sync.Mutex
 	live           map[string]fsm.State // guarded by mu: tasks not yet terminal
@@ -34,8 +37,9 @@ type Metrics struct {
 }
 
 var (
-	_ actions.Observer = (*Metrics)(nil)
-	_ safety.Observer  = (*Metrics)(nil)
+	_ actions.Observer    = (*Metrics)(nil)
+	_ safety.Observer     = (*Metrics)(nil)
+	_ escalation.Observer = (*Metrics)(nil)
 )
 
 // safetyKinds is the closed set of safety event kinds, pre-created so every
@@ -81,6 +85,17 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Duration of committed store writes (synchronous=FULL), by kind.",
 		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1},
 	}, []string{"op"})
+	m.escalations = f.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "escalations_total",
+		Help: "Requests for an operator's help, by source (agent, fault, loop_detected).",
+	}, []string{"source"})
+	m.escalOpen = f.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "escalations_open",
+		Help: "Requests for an operator's help waiting for an answer.",
+	})
+	for _, src := range escalation.Sources() {
+		m.escalations.WithLabelValues(string(src))
+	}
 	for _, st := range fsm.AllStates() {
 		m.tasks.WithLabelValues(string(st))
 	}
@@ -159,6 +174,17 @@ func (m *Metrics) ApprovalDecided(a approval.Approval) {
 		}
 	}
 }
+
+// EscalationOpened implements escalation.Observer: it counts the
+// escalation by its source (a closed set).
+func (m *Metrics) EscalationOpened(e escalation.Escalation) {
+	if slices.Contains(escalation.Sources(), e.Source) {
+		m.escalations.WithLabelValues(string(e.Source)).Inc()
+	}
+}
+
+// EscalationsOpen implements escalation.Observer.
+func (m *Metrics) EscalationsOpen(n int) { m.escalOpen.Set(float64(n)) }
 
 // StoreDropped counts a record the store had to drop (store.Conf.OnDrop).
 func (m *Metrics) StoreDropped(kind string) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/safety"
 )
@@ -172,4 +173,17 @@ func exposition(t *testing.T, reg *prometheus.Registry, name string) string {
 	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
 	require.NoError(t, enc.Encode(family(t, reg, name)))
 	return b.String()
+}
+
+func TestEscalationMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	// Every source's series exists before the first escalation
+	require.InDelta(t, 0.0, value(t, reg, "robot_bridge_escalations_total", "source", "loop_detected"), 1e-9)
+	m.EscalationOpened(escalation.Escalation{Source: escalation.SourceFault})
+	m.EscalationOpened(escalation.Escalation{Source: "made up"})
+	m.EscalationsOpen(2)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_escalations_total", "source", "fault"), 1e-9)
+	require.Len(t, family(t, reg, "robot_bridge_escalations_total").GetMetric(), 3, "only the three sources, never an unknown one")
+	require.InDelta(t, 2.0, value(t, reg, "robot_bridge_escalations_open"), 1e-9)
 }
