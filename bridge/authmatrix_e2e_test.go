@@ -301,6 +301,14 @@ func matrix() []routeCase {
 				require.False(t, h.b.Supervisor().Status().EStop.Active)
 			},
 		},
+		// Escalations (operator only): the agent can neither read them nor
+		// answer its own. No escalation has this id, so the operator's
+		// answer is a 404 and changes nothing.
+		{pattern: "GET /v1/escalations", method: "GET", path: "/v1/escalations", need: toolapi.RoleOperator, opWant: 200},
+		{
+			pattern: "POST /v1/escalations/{id}/answer", method: "POST", path: "/v1/escalations/esc_none/answer", body: map[string]any{"text": "matrix"},
+			need: toolapi.RoleOperator, opWant: 404,
+		},
 		// No fault is latched here (clearing is then a no-op); the agent is
 		// refused before the supervisor is asked.
 		{pattern: "POST /v1/faults/clear", method: "POST", path: "/v1/faults/clear", need: toolapi.RoleOperator, opWant: 200},

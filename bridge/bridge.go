@@ -22,6 +22,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/console"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/events"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/perception"
@@ -77,18 +78,20 @@ type Bridge struct {
 	log   *slog.Logger
 	clock clockwork.Clock
 
-	tokens     toolapi.Tokens
-	reg        *prometheus.Registry
-	sim        *sim.Sim // nil unless transport is sim
-	drv        driver
-	sup        *safety.Supervisor
-	approvals  *approval.Service
-	perception *perception.Summarizer
-	runner     *actions.Runner
-	api        *toolapi.Server
-	handler    http.Handler
-	bus        *events.Bus
-	dur        *durable // the store and the metrics (store.go)
+	tokens    toolapi.Tokens
+	reg       *prometheus.Registry
+	sim       *sim.Sim // nil unless transport is sim
+	drv       driver
+	sup       *safety.Supervisor
+	approvals *approval.Service
+	// escalations is the operator hand-off.
+	escalations *escalation.Service
+	perception  *perception.Summarizer
+	runner      *actions.Runner
+	api         *toolapi.Server
+	handler     http.Handler
+	bus         *events.Bus
+	dur         *durable // the store and the metrics (store.go)
 
 	// td holds the release of everything New and Start acquired, run
 	// last-acquired first by Stop, by a failed Start and by a failed New.
@@ -242,7 +245,11 @@ func New(conf Conf) (_ *Bridge, err error) {
 	}
 	b.sup, err = safety.New(safety.Conf{
 		Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
-		Observer: safety.ObserverFunc(func(e safety.Event) { b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e)); b.dur.SafetyEvent(e) }),
+		Observer: safety.ObserverFunc(func(e safety.Event) {
+			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
+			b.dur.SafetyEvent(e)
+			b.faultEscalation(e)
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: supervisor: %w", err)
@@ -255,6 +262,9 @@ func New(conf Conf) (_ *Bridge, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: runner: %w", err)
+	}
+	if b.escalations, err = b.newEscalations(context.Background()); err != nil {
+		return nil, err
 	}
 	b.api, err = toolapi.New(toolapi.Conf{
 		HWConfig:    cfg,
@@ -270,6 +280,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 		Registerer:  b.reg,
 		Events:      b.bus,
 		GrantCover:  b.grantCover,
+		Escalations: b.escalations,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: tool API: %w", err)
@@ -296,6 +307,7 @@ func (b *Bridge) mountRoutes() {
 	}
 	b.api.Mount("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}), toolapi.RolePublic)
 	b.mountPause()
+	b.mountEscalations()
 	b.mountConsole()
 	b.mountGRPC()
 	b.handler = b.api.Handler()

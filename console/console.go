@@ -187,6 +187,8 @@ var forwardRoutes = []string{
 	"POST /console/api/tasks/{id}/pause",
 	"POST /console/api/tasks/{id}/resume",
 	"POST /console/api/tasks/{id}/abort",
+	"GET /console/api/escalations",
+	"POST /console/api/escalations/{id}/answer",
 }
 
 // Routes lists every console route with its method ("GET /console/", …),

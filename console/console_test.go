@@ -213,6 +213,8 @@ func TestForward_RewritesToV1AndStripsConsoleCredentials(t *testing.T) {
 		{"POST", "/console/api/faults/clear", "/v1/faults/clear"},
 		{"POST", "/console/api/tasks/task-1/cancel", "/v1/tasks/task-1/cancel"},
 		{"GET", "/console/api/safety", "/v1/safety"},
+		{"GET", "/console/api/escalations", "/v1/escalations"},
+		{"POST", "/console/api/escalations/esc_1/answer", "/v1/escalations/esc_1/answer"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			n := len(f.op.requests())
