@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -168,6 +169,11 @@ type turn struct {
 	endErr error
 	// live are the tasks that were still running when the turn ended.
 	live []TaskStatus
+	// answers are operator answers the event stream carried while the
+	// loop waited, not yet given to the model.
+	answers []escalation.Escalation
+	// answered are the escalations whose answer the model was given.
+	answered map[string]bool
 }
 
 func (t *turn) run(ctx context.Context) Result {
@@ -285,7 +291,7 @@ func (t *turn) runBatch(ctx context.Context, calls []ToolCall) (end EndReason, s
 			inBatch[s.key] = i
 		}
 		send = append(send, i)
-		sendsAction = sendsAction || t.isActionTool(c.Name)
+		sendsAction = sendsAction || t.isActionTool(c.Name) || c.Name == toolapi.ToolRequestOperatorHelp
 		if s.retryAt.After(waitUntil) {
 			waitUntil = s.retryAt
 		}
@@ -352,6 +358,15 @@ func (t *turn) runBatch(ctx context.Context, calls []ToolCall) (end EndReason, s
 		}
 		t.appendUpdate(waitIDs, final)
 	}
+	// Wait for the operator's answer to each request for help of the
+	// batch (the stream was opened before the calls were sent).
+	if helpIDs := t.helpRequests(calls, send, contents); len(helpIDs) > 0 {
+		if err := t.waitAnswers(ctx, stream, helpIDs); err != nil {
+			t.appendAnswers()
+			return EndDeadline, true, err
+		}
+	}
+	t.appendAnswers()
 	for _, s := range sigs {
 		if s.failures >= t.a.conf.Limits.MaxSameFailure {
 			t.endedSig = s
@@ -496,6 +511,8 @@ func (t *turn) waitTasks(ctx context.Context, st *eventStream, seen map[string]T
 				if ev.Robot != "" {
 					t.lastRobot = ev.Robot
 				}
+			case "escalation":
+				t.seeAnswer(ev.Escalation)
 			case "missed":
 				// The stream lost events: read the tasks as they are now.
 				if err := reread(); err != nil {

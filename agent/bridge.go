@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 )
 
@@ -218,7 +219,7 @@ func readSSE(r io.Reader, fn func(sseEvent) bool) error {
 
 // streamEvent is what the loop reads of the agent event stream.
 type streamEvent struct {
-	// Kind is hello, task, state or missed.
+	// Kind is hello, task, state, escalation or missed.
 	Kind string
 	// Task is set for a task event and for a hello naming a task.
 	Task *toolapi.TaskData
@@ -226,6 +227,9 @@ type streamEvent struct {
 	Text string
 	// Robot is the robot's state in words (state and hello events).
 	Robot string
+	// Escalation is set for an escalation event: a request for an
+	// operator's help of this credential was opened or answered.
+	Escalation *escalation.Escalation
 }
 
 // decodeStreamEvent decodes one agent stream event; ok is false for an
@@ -261,6 +265,17 @@ func decodeStreamEvent(ev sseEvent) (streamEvent, bool, error) {
 			return streamEvent{}, false, fmt.Errorf("state event: %w", err)
 		}
 		return streamEvent{Kind: "state", Text: w.Data.Text, Robot: w.Data.Summary}, true, nil
+	case "escalation":
+		var w struct {
+			Data toolapi.EscalationEvent `json:"data"`
+		}
+		if err := json.Unmarshal(ev.Data, &w); err != nil {
+			return streamEvent{}, false, fmt.Errorf("escalation event: %w", err)
+		}
+		if w.Data.Escalation.ID == "" {
+			return streamEvent{}, false, errors.New("escalation event without an escalation id")
+		}
+		return streamEvent{Kind: "escalation", Text: w.Data.Text, Escalation: &w.Data.Escalation}, true, nil
 	case "missed":
 		var m struct {
 			Text string `json:"text"`

@@ -25,6 +25,9 @@ func SystemPrompt(extra string) string {
 	b.WriteString("- A result with \"not_sent\": true was answered by this agent, not the robot: nothing was sent. Do not repeat that call.\n")
 	b.WriteString("- State tools only read; when one fails with retryable true you may call it again after retry_after_ms.\n")
 	b.WriteString("- After LOOP_DETECTED stop calling that tool and tell the user what is wrong; this agent ends the turn.\n")
+	b.WriteString("- When you are stuck (the same action keeps failing, a fault stopped your task, the instruction is ambiguous), " +
+		"call request_operator_help with a summary of what you tried and what you need, instead of retrying. " +
+		"This agent waits for the operator's answer and sends it to you as a message of type operator_answer (from the operator, not the user).\n")
 	b.WriteString("- When some calls of a batch fail, answer with what the others gave you and say plainly what you could not find out, and why.\n")
 	b.WriteString("- stop needs no approval and always runs: call it at once if anything looks unsafe.\n")
 	b.WriteString("- Never show the user error types, codes, JSON, ids of tool calls or stack traces: say in plain words what happened and what you will do.\n\n")

@@ -357,3 +357,47 @@ func (c *cancelOnApproval) ToolResult(_ ToolCall, r CallResult) {
 		c.cancel()
 	}
 }
+
+func TestScenario_OperatorHelp_TheAnswerReachesTheModel(t *testing.T) {
+	// Given an operator who answers every open request for help
+	b := startBridge(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-answered })
+	go func() {
+		defer close(answered)
+		for ctx.Err() == nil {
+			_, body := b.do(http.MethodGet, "/v1/escalations", testOperatorTok, nil)
+			es, _ := body["escalations"].([]any)
+			for _, raw := range es {
+				e := raw.(map[string]any)
+				if e["status"] == "open" {
+					b.do(http.MethodPost, "/v1/escalations/"+e["id"].(string)+"/answer", testOperatorTok, map[string]any{"text": "On the shelf."})
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	// When the model asks for help
+	res, m := runScript(t, b, "operator_help", Limits{})
+	// Then the loop waited for the answer and gave it to the model, from
+	// the operator, before asking the model again
+	msgs := m.request(1)
+	envs := toolEnvelopes(t, msgs)
+	require.Len(t, envs, 1)
+	require.Equal(t, true, envs[0]["ok"], "%v", envs[0])
+	last := msgs[len(msgs)-1]
+	require.Equal(t, "user", last.Role)
+	u := map[string]any{}
+	require.NoError(t, json.Unmarshal([]byte(*last.Content), &u))
+	require.Equal(t, "operator_answer", u["type"])
+	require.Equal(t, "On the shelf.", u["text"])
+	require.Equal(t, "operator", u["by"])
+	require.Contains(t, u["from"], "operator")
+	require.Contains(t, u["from"], "not the user")
+	require.Equal(t, EndAnswered, res.End)
+	require.Equal(t, 0, b.motions())
+}

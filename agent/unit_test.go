@@ -94,7 +94,7 @@ func TestSystemPrompt_StatesEveryErrorTypesRule(t *testing.T) {
 		require.Contains(t, p, "- "+string(typ)+" (")
 		require.Contains(t, p, toolerr.InfoOf(typ).Suggestion+".")
 	}
-	for _, rule := range []string{"Never call an action again to retry it", "After LOOP_DETECTED stop", "Never show the user error types, codes", "\"not_sent\": true", "When some calls of a batch fail"} {
+	for _, rule := range []string{"Never call an action again to retry it", "After LOOP_DETECTED stop", "Never show the user error types, codes", "\"not_sent\": true", "When some calls of a batch fail", "call request_operator_help with a summary", "operator_answer (from the operator, not the user)"} {
 		require.Contains(t, p, rule)
 	}
 	require.True(t, strings.HasSuffix(p, "\nThe robot serves drinks."))
