@@ -48,6 +48,7 @@
     safety: null,
     safetyText: '',
     approvals: new Map(),
+    escalations: new Map(),
     grants: new Map(),
     tasks: new Map(),
     // motions are the base targets of approved and running motions, by
@@ -188,6 +189,7 @@
     $('estop').hidden = true;
     $('sign-out').hidden = true;
     $('pending-status').hidden = true;
+    $('help-status').hidden = true;
     $('safety-banner').hidden = true;
     $('signin').hidden = false;
     $('signin-error').textContent = msg || '';
@@ -244,6 +246,7 @@
     es.addEventListener('approval', (m) => applyApproval(JSON.parse(m.data).data));
     es.addEventListener('safety', () => { refreshSafety(); scheduleAudit(); });
     es.addEventListener('system', () => scheduleAudit());
+    es.addEventListener('escalation', (m) => applyEscalation(JSON.parse(m.data).data));
   }
 
   // measure records, for the benchmark, how long after the bridge stamped
@@ -271,6 +274,7 @@
     $('robot-name').textContent = model.robot.name || model.robot.id || '';
     renderAll();
     scheduleAudit();
+    refreshEscalations();
   }
 
   function applyState(d) {
@@ -856,6 +860,99 @@
     b.dataset.oldestMs = String(age);
   }
 
+  // ---------- requests for help (escalations) ----------
+
+  const HELP_SOURCE = {
+    agent: 'The agent asks for help',
+    fault: "A fault latched during the agent's task",
+    loop_detected: 'The agent keeps repeating a failing call (loop detected)',
+  };
+
+  async function refreshEscalations() {
+    try {
+      const d = await api('GET', '/escalations');
+      model.escalations = new Map((d.escalations || []).filter((e) => e.status === 'open').map((e) => [e.id, e]));
+      renderHelp();
+    } catch (_) { /* the next event or snapshot tries again */ }
+  }
+
+  function applyEscalation(e) {
+    if (!e) return;
+    if (e.status === 'open') model.escalations.set(e.id, e);
+    else model.escalations.delete(e.id);
+    renderHelp();
+    scheduleAudit();
+  }
+
+  function callItem(c) {
+    const what = c.ok ? 'ok' : `failed: ${c.error_type}`;
+    return el('li', { class: c.ok ? '' : 'failed', text: `${timeOf(c.at)} ${c.tool} ${c.args} — ${what}${c.message ? ': ' + c.message : ''}` });
+  }
+
+  // renderHelp lists the open escalations, oldest first, in place: a
+  // card is only added or removed, so an answer being typed survives
+  // every update.
+  function renderHelp() {
+    const ul = $('help');
+    const list = [...model.escalations.values()].sort((a, b) => a.created_at.localeCompare(b.created_at));
+    $('help-count').textContent = String(list.length);
+    $('help-empty').hidden = list.length > 0;
+    app.dataset.help = String(list.length);
+    const keep = new Set(list.map((e) => e.id));
+    for (const li of [...ul.children]) if (!keep.has(li.dataset.escalationId)) li.remove();
+    for (const e of list) {
+      if (ul.querySelector(`li[data-escalation-id="${CSS.escape(e.id)}"]`)) continue;
+      const fieldID = 'answer-' + e.id;
+      const err = el('p', { class: 'answer-error', role: 'alert' });
+      const text = el('textarea', { id: fieldID, name: 'text', required: '', maxlength: '2000' });
+      const form = el('form', { class: 'answer' },
+        el('label', { for: fieldID, text: 'Your answer to the agent' }),
+        text,
+        err,
+        el('div', { class: 'row-actions' }, el('button', { type: 'submit', class: 'primary' }, 'Send answer')),
+      );
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        err.textContent = '';
+        if (!text.value.trim()) { err.textContent = 'Write an answer first.'; return; }
+        try {
+          await api('POST', `/escalations/${encodeURIComponent(e.id)}/answer`, { text: text.value });
+          model.escalations.delete(e.id);
+          renderHelp();
+          toast('Answer sent to the agent.');
+        } catch (x) {
+          err.textContent = (x.data && x.data.error && x.data.error.message) || 'The answer was not sent. Try again.';
+        }
+      });
+      const calls = e.recent_calls || [];
+      const who = `${e.agent}${e.session_id ? ' (session ' + e.session_id + ')' : ''}`;
+      const li = el('li', { 'data-escalation-id': e.id, 'data-source': e.source, 'aria-label': `${HELP_SOURCE[e.source] || 'Request for help'}: ${e.summary}` },
+        el('div', { class: 'meta', text: `${HELP_SOURCE[e.source] || 'Request for help'} · ${who} · ${timeOf(e.created_at)}` }),
+        el('div', { class: 'summary', text: e.summary }),
+        e.task_id ? el('div', { class: 'meta' }, 'About task ', el('a', { href: '#tasks-panel', text: e.task_id })) : null,
+        el('div', { class: 'meta', text: calls.length ? `The session's last ${calls.length} tool call${calls.length === 1 ? '' : 's'}:` : 'The session made no tool calls before this.' }),
+        calls.length ? el('ol', { class: 'calls' }, ...calls.map(callItem)) : null,
+        form,
+      );
+      ul.append(li);
+    }
+    renderHelpStatus();
+  }
+
+  // renderHelpStatus is the header's cue for requests for help: how many
+  // wait and how long the oldest has.
+  function renderHelpStatus() {
+    const b = $('help-status');
+    const list = [...model.escalations.values()];
+    b.dataset.count = String(list.length);
+    if (!list.length || app.dataset.signedIn !== 'true') { b.hidden = true; return; }
+    const oldest = Math.min(...list.map((e) => new Date(e.created_at).getTime()));
+    const age = Math.max(0, Date.now() - oldest);
+    b.hidden = false;
+    b.textContent = `${list.length} request${list.length === 1 ? '' : 's'} for help · oldest ${ageText(age)}`;
+    b.dataset.oldestMs = String(age);
+  }
+
   function tickExpiry() {
     for (const e of document.querySelectorAll('#queue .expires')) {
       const s = secondsUntil(e.dataset.expiresAt);
@@ -873,6 +970,7 @@
       e.textContent = `expires in ${Math.floor(s / 60)} min ${s % 60} s`;
     }
     renderPending();
+    renderHelpStatus();
   }
 
   // ---------- tasks ----------
@@ -1322,6 +1420,11 @@
     $('reason-text').addEventListener('input', () => { $('reason-ok').disabled = !$('reason-text').value.trim(); });
     $('grant-form').addEventListener('submit', onGrant);
     $('grant-cancel').addEventListener('click', () => $('grant-dialog').close('cancel'));
+    $('help-status').addEventListener('click', () => {
+      const first = $('help').querySelector('textarea');
+      $('help-panel').scrollIntoView({ block: 'start' });
+      if (first) first.focus();
+    });
     $('pending-status').addEventListener('click', () => {
       $('queue-panel').scrollIntoView({ block: 'start' });
       const first = $('queue').querySelector('li');
