@@ -117,7 +117,11 @@ type Runner struct {
 
 // task is one tool call. Fields marked "guarded by r.mu" are read and
 // written under the runner's mutex; tmu serialises the task's transitions
-// so the record written matches the transition made.
+// so the record written matches the transition made; pmu serialises the
+// task's views from the moment one is taken to its delivery to the
+// observer, so observers see a task's views in the order they were taken
+// (a progress view taken while stopping can never land after the
+// recovered one). Lock order: tmu, then pmu, then the runner's mu.
 type task struct {
 	id        string
 	req       Request
@@ -125,6 +129,7 @@ type task struct {
 	plan      *plan
 	m         *fsm.Machine
 	tmu       sync.Mutex
+	pmu       sync.Mutex
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{}

@@ -64,7 +64,10 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 		}
 	}
 	// The state and the fields mutate sets change together under r.mu, so
-	// no view shows a terminal status without its error.
+	// no view shows a terminal status without its error; pmu is held
+	// until the view is delivered, so no older view overtakes it.
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
 	r.mu.Lock()
 	if _, _, err := t.m.Fire(ev); err != nil {
 		r.mu.Unlock()
@@ -99,6 +102,9 @@ func (r *Runner) notify(v TaskView) {
 }
 
 func (r *Runner) setProgress(t *task, p Progress) {
+	// Held from the view to its delivery: see task.pmu.
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
 	r.mu.Lock()
 	changed := t.progress.Text != p.Text || t.progress.Fraction != p.Fraction
 	t.progress = p

@@ -66,8 +66,14 @@ func requireHeld(t *testing.T, h *harness, id string) {
 }
 
 func TestE2E_ConsolePause_ResumeSucceeds(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { pauseResumeSucceeds(t, sz.width, sz.height) })
+	}
+}
+
+func pauseResumeSucceeds(t *testing.T, width, height int) {
 	h := startHarness(t, nil)
-	br := startBrowserAt(t, 1280, 800)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 	id, task := pauseFromConsole(t, h, br, "a person walked into the aisle")
 	requireHeld(t, h, id)
@@ -81,10 +87,10 @@ func TestE2E_ConsolePause_ResumeSucceeds(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog[open]`)),
 	)
 	require.Equal(t, "confirm-cancel", evalJS[string](br, `document.activeElement.id`), "the confirmation starts on Cancel")
-	br.run("confirm resume", 60*time.Second,
-		chromedp.Click(chromedp.ID("confirm-ok")),
-		chromedp.WaitVisible(chromedp.CSS(task+`[data-status="succeeded"]`)),
-	)
+	br.run("confirm resume", 10*time.Second, chromedp.Click(chromedp.ID("confirm-ok")))
+	// (polled in the page: a task card updated in place between a query
+	// and its visibility check would fail chromedp's WaitVisible)
+	br.poll("succeeded", `!!document.querySelector(`+q(task+`[data-status="succeeded"]`)+`)`, 60*time.Second)
 	// Then the same task reached its target
 	require.Equal(t, "succeeded", taskData(h.waitTask(id, 10*time.Second))["status"])
 	b := h.sim.Truth().Base
@@ -94,21 +100,43 @@ func TestE2E_ConsolePause_ResumeSucceeds(t *testing.T) {
 }
 
 func TestE2E_ConsolePause_AbortRecovers(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { pauseAbortRecovers(t, sz.width, sz.height) })
+	}
+}
+
+func pauseAbortRecovers(t *testing.T, width, height int) {
 	h := startHarness(t, nil)
-	br := startBrowserAt(t, 768, 1024)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 	id, task := pauseFromConsole(t, h, br, "the aisle is blocked")
 	requireHeld(t, h, id)
 
-	// When the operator aborts it, with a reason
+	// When the operator aborts it, with a reason — and the abort's answer
+	// (the task as it was when the abort was taken: stopping) reaches the
+	// page only after the stream has told of its end, as happens on a
+	// loaded machine
+	evalJS[bool](br, `(() => { const real = window.fetch; window.__abortAnswered = false;
+		window.fetch = async (u, o) => { const r = await real(u, o);
+			if (String(u).endsWith('/abort')) {
+				await new Promise((done) => { const check = () => { const li = document.querySelector(`+q(task)+`);
+					if (li && li.dataset.status === 'recovered') done(); else setTimeout(check, 20); }; check(); });
+				window.__abortAnswered = true;
+			}
+			return r; };
+		return true; })()`)
 	br.run("abort", 60*time.Second,
 		chromedp.Click(chromedp.CSS(task+` button[data-action="abort"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#reason-dialog[open]`)),
 		chromedp.SendKeys(chromedp.ID("reason-text"), "the aisle stays blocked"),
 		chromedp.Click(chromedp.ID("reason-ok")),
 		chromedp.WaitNotPresent(chromedp.CSS(`#reason-dialog[open]`)),
-		chromedp.WaitVisible(chromedp.CSS(task+`[data-status="recovered"]`)),
 	)
+	// Then the late answer does not undo what the stream said: the task
+	// stays recovered
+	require.True(t, evalJS[bool](br, `window.__abortAnswered`))
+	br.poll("abort answer applied", `document.getElementById('toast').textContent.startsWith('Abort sent')`, 10*time.Second)
+	require.Equal(t, "recovered", evalJS[string](br, `document.querySelector(`+q(task)+`).dataset.status`), "the abort's older answer turned a recovered task back to stopping")
 	// Then it ended through the recovery path, failed but safe
 	require.Equal(t, "recovered", taskData(h.waitTask(id, 10*time.Second))["status"])
 	requireFinished(t, br, task, "failed", "rgb(168, 100, 0)")

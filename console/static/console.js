@@ -316,9 +316,21 @@
     return { condition, summary, age, current: condition === 'moving' || condition === 'stopped' };
   }
 
+  // olderTask says whether view t is older than prev, the view held: a
+  // request's answer (pause, abort, resume) can arrive after the stream
+  // already told of later changes, and must not undo them. A finished
+  // task never becomes live again.
+  function olderTask(t, prev) {
+    if (!prev) return false;
+    if (TERMINAL.has(prev.status) && !TERMINAL.has(t.status)) return true;
+    const a = Date.parse(t.updated_at), b = Date.parse(prev.updated_at);
+    return isFinite(a) && isFinite(b) && a < b;
+  }
+
   function applyTask(t) {
     if (!t || !t.id) return;
     const prev = model.tasks.get(t.id);
+    if (olderTask(t, prev)) return;
     model.tasks.set(t.id, t);
     if (TERMINAL.has(t.status) && model.motions.delete(t.id)) renderTargets();
     renderTasks();
