@@ -229,8 +229,14 @@ func faultBannerInOperatorWords(t *testing.T, width, height int) {
 }
 
 func TestE2E_ConsoleHMI_TaskAndGrantListsTellTheTruth(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { taskAndGrantListsTellTheTruth(t, sz.width, sz.height) })
+	}
+}
+
+func taskAndGrantListsTellTheTruth(t *testing.T, width, height int) {
 	h := startHarness(t, nil)
-	br := startBrowserAt(t, 1280, 800)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 
 	// Given a motion approved once from the console
@@ -288,8 +294,14 @@ func requireFinished(t *testing.T, br *browser, sel, meaning, badgeBG string) {
 }
 
 func TestE2E_ConsoleHMI_MapAnswersWhereItIsGoing(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sz.name, func(t *testing.T) { mapAnswersWhereItIsGoing(t, sz.width, sz.height) })
+	}
+}
+
+func mapAnswersWhereItIsGoing(t *testing.T, width, height int) {
 	h := startHarness(t, nil)
-	br := startBrowserAt(t, 1280, 800)
+	br := startBrowserAt(t, width, height)
 	signInConsole(br, h)
 	radius := h.b.conf.Config.Base.Radius
 
