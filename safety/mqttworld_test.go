@@ -14,11 +14,9 @@ package safety_test
 //
 // By nature, unlike ROS: the robot sees the gate's own command ids (no
 // attribution needed), and a redelivered command reaches the simulator,
-// which logs it as a duplicate that moved nothing. Invariant 7's shared
-// scenario asserts the ROS behaviour for every wire (the copy never
-// reaches the simulator), so it does not run here until the shared table
-// has a hook for it; the transport's own tests prove "moved once" from
-// the simulator's log (transport/mqtt, TestSimnode_Redelivered…).
+// which logs it as a duplicate that moved nothing (copyReachesRobot:
+// invariant 7's shared scenario then checks the simulator's duplicate
+// count instead of an unchanged log).
 
 import (
 	"net/http"
@@ -119,6 +117,10 @@ type mqttWorld struct {
 
 func (w *mqttWorld) name() string { return "MQTT" }
 
+// copyReachesRobot: a QoS 1 copy of a command reaches the simulator,
+// which knows its id and does not act on it again.
+func (w *mqttWorld) copyReachesRobot() bool { return true }
+
 // redeliver publishes entry i of the command log — a motion command —
 // to the robot again under its id, from a client of its own: what a QoS 1
 // redelivery looks like on the wire.
@@ -161,6 +163,10 @@ func TestMQTT_Invariant5_LimitsRefusedBeforeAnOperatorIsAsked(t *testing.T) {
 
 func TestMQTT_Invariant6_FailedRecoveryLatchesFault(t *testing.T) {
 	invariant6FailedRecoveryLatchesFault(t, newMQTTEnv(t).newRig)
+}
+
+func TestMQTT_Invariant7_OneCallProducesOneMotion(t *testing.T) {
+	invariant7OneCallProducesOneMotion(t, newMQTTEnv(t).newRig)
 }
 
 func TestMQTT_Invariant9_SimStopsWithoutCommands(t *testing.T) {

@@ -91,6 +91,11 @@ type world interface {
 	// redeliver hands the robot entry i of its command log again, exactly
 	// as it received it: a transport retry.
 	redeliver(i int)
+	// copyReachesRobot reports whether a redelivered command reaches the
+	// simulator, which must then recognise its id and not act (in
+	// process, and over MQTT's QoS 1), rather than being dropped by the
+	// transport before it (ROS: actionlib drops a goal id it knows).
+	copyReachesRobot() bool
 }
 
 // lifecycleDriver is a transport the rig runs the supervisor on.
@@ -499,6 +504,8 @@ func receive[T any](t testing.TB, ch <-chan T, max time.Duration, format string,
 
 func (w *inprocWorld) name() string { return "in-process" }
 func (w *inprocWorld) wire() bool   { return false }
+
+func (w *inprocWorld) copyReachesRobot() bool { return true }
 
 func (w *inprocWorld) budget() time.Duration { return 0 }
 

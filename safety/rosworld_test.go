@@ -219,10 +219,12 @@ type rosWorld struct {
 	cfg *hwconfig.Config
 }
 
-func (w *rosWorld) name() string          { return "ROS" }
-func (w *rosWorld) wire() bool            { return true }
-func (w *rosWorld) budget() time.Duration { return rosBudget }
-func (w *rosWorld) step()                 { time.Sleep(w.sim.pp) }
+func (w *rosWorld) name() string { return "ROS" }
+func (w *rosWorld) wire() bool   { return true }
+
+func (w *rosWorld) copyReachesRobot() bool { return false }
+func (w *rosWorld) budget() time.Duration  { return rosBudget }
+func (w *rosWorld) step()                  { time.Sleep(w.sim.pp) }
 
 // stepUntil polls cond every physics period for at most limit of real
 // time (the simulator runs in real time).
