@@ -85,6 +85,10 @@ func TestE2E_ConsoleAccessibility(t *testing.T) {
 	h.waitTask(done, 30*time.Second)
 	waiting := taskID(t, h.call("move_arm_to", args(map[string]any{"pose": "ready"})))
 	br.poll("request shown", `!!document.querySelector('#queue li[data-task-id=`+q(waiting)+`] table.joints')`, 10*time.Second)
+	// and a request for help, with the session's calls and its answer form
+	help := h.call("request_operator_help", args(map[string]any{"summary": "Which pose do you want?", "task_id": waiting}))
+	require.Equal(t, true, help["ok"], "%v", help)
+	br.poll("help shown", `!!document.querySelector('#help li .calls li') && !document.getElementById('help-status').hidden`, 10*time.Second)
 	br.poll("audit shown", `document.querySelectorAll('#audit li').length > 0`, 10*time.Second)
 	requireAccessible(t, br, "main view")
 	br.run("tablet", 10*time.Second, chromedp.EmulateViewport(768, 1024))
