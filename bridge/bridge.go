@@ -199,6 +199,11 @@ func New(conf Conf) (_ *Bridge, err error) {
 		}
 	}()
 
+	// A store that cannot be configured (postgres without a DSN, a bad
+	// driver name) is refused before anything is written to the data dir.
+	if _, _, err := b.storeEngine(); err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	tokens, created, err := toolapi.LoadOrCreateTokens(conf.DataDir, conf.Env)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: tokens: %w", err)

@@ -156,3 +156,17 @@ func TestStorePostgres_OutageIsUnavailableAndNothingMovesThenCallsWorkAgain(t *t
 	require.Contains(t, logs.String(), `"component":"store"`)
 	require.NotContains(t, logs.String(), pgtest.Password)
 }
+
+// A store that cannot be configured is refused before the bridge writes
+// anything: no tokens.json left behind in the data dir.
+func TestStoreEngine_MisconfiguredStoreWritesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err := New(Conf{
+		Config: testConfig(t, nil), Listen: "127.0.0.1:0", DataDir: dir,
+		Store: StoreConf{Driver: "postgres"},
+		Env:   func(string) string { return "" },
+	})
+	require.ErrorContains(t, err, "needs a connection string: set ROBOT_BRIDGE_STORE_DSN")
+	_, statErr := os.Stat(dir)
+	require.True(t, os.IsNotExist(statErr), "the data dir was created or written: %v", statErr)
+}
