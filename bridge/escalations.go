@@ -132,7 +132,9 @@ func (b *Bridge) handleEscalationAnswer(w http.ResponseWriter, r *http.Request) 
 		b.log.Error("escalation answer not recorded", "id", r.PathValue("id"), "err", err)
 		writeError(w, http.StatusServiceUnavailable, &toolerr.Error{Type: toolerr.Unavailable, Message: "the answer could not be recorded; nothing was sent to the agent"})
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"escalation": e,
-			"text": "Answer recorded; the agent gets it on its event stream and in its next tool result."})
+		writeJSON(w, http.StatusOK, map[string]any{
+			"escalation": e,
+			"text":       "Answer recorded; the agent gets it on its event stream and in its next tool result.",
+		})
 	}
 }

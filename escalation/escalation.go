@@ -217,7 +217,6 @@ func New(conf Conf) *Service {
 	rs := slices.Clone(conf.Restore)
 	slices.SortStableFunc(rs, func(a, b Escalation) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	for _, e := range rs {
-		e := e
 		s.byID[e.ID] = &e
 		s.order = append(s.order, e.ID)
 	}

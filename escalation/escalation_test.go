@@ -80,12 +80,17 @@ func TestServiceLifecycle(t *testing.T) {
 	obs := &countObs{}
 	var published []Status
 	n := 0
-	s := New(Conf{Store: st, Observer: obs, Clock: clockwork.NewFakeClock(), Publish: func(e Escalation) { published = append(published, e.Status) },
-		NewID: func() string { n++; return strings.Repeat("a", n) }})
+	s := New(Conf{
+		Store: st, Observer: obs, Clock: clockwork.NewFakeClock(),
+		Publish: func(e Escalation) { published = append(published, e.Status) },
+		NewID:   func() string { n++; return strings.Repeat("a", n) },
+	})
 
 	// Given an agent's escalation
-	e, err := s.Open(ctx, OpenRequest{Agent: "agent", SessionID: "s1", Summary: "the cup\nis gone", Source: SourceAgent,
-		Recent: make([]Call, 15)})
+	e, err := s.Open(ctx, OpenRequest{
+		Agent: "agent", SessionID: "s1", Summary: "the cup\nis gone", Source: SourceAgent,
+		Recent: make([]Call, 15),
+	})
 	require.NoError(t, err)
 	require.Equal(t, StatusOpen, e.Status)
 	require.Equal(t, "the cup is gone", e.Summary)

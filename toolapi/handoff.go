@@ -45,10 +45,14 @@ func (b builder) requestOperatorHelp() *Tool {
 			"operator_message of your next tool result. summary: what you tried, what went wrong and what you need (1 to 2000 characters); " +
 			`task_id: optional, the task it is about. Example: {"summary": "grasp of cup-1 failed 3 times with ACTION_FAILED; is the cup still on the table?", "task_id": "t-4"}.`,
 		InputSchema: object(map[string]any{
-			"summary": map[string]any{"type": "string", "minLength": 1, "maxLength": escalation.MaxTextLen,
-				"description": "what you tried, what went wrong and what you need from the operator"},
-			"task_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 128,
-				"description": "optional; the id of your task this is about, e.g. \"t-1\""},
+			"summary": map[string]any{
+				"type": "string", "minLength": 1, "maxLength": escalation.MaxTextLen,
+				"description": "what you tried, what went wrong and what you need from the operator",
+			},
+			"task_id": map[string]any{
+				"type": "string", "minLength": 1, "maxLength": 128,
+				"description": "optional; the id of your task this is about, e.g. \"t-1\"",
+			},
 		}, "summary"),
 		Timeout: defaultStateTimeoutMS * time.Millisecond,
 	}
