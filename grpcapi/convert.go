@@ -55,6 +55,9 @@ func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
 		out.Error = errorToProto(e)
 		out.Error.Details = details
 	}
+	if m := env.OperatorMessage; m != nil {
+		out.OperatorMessage = &robotbridgev1.OperatorMessage{EscalationId: m.EscalationID, Text: m.Text, By: m.By}
+	}
 	return out, nil
 }
 
@@ -93,6 +96,9 @@ func EnvelopeFromProto(pe *robotbridgev1.Envelope) toolapi.Envelope {
 		if e.Details != nil {
 			env.Error.Details = e.Details.AsMap()
 		}
+	}
+	if m := pe.GetOperatorMessage(); m != nil {
+		env.OperatorMessage = &toolapi.OperatorMessage{EscalationID: m.GetEscalationId(), Text: m.GetText(), By: m.GetBy()}
 	}
 	return env
 }

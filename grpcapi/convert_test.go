@@ -51,6 +51,10 @@ func TestEnvelope_RoundTripMatchesHTTP(t *testing.T) {
 			Error: toolapi.ErrorBodyOf(toolerr.New(toolerr.InvalidParams, "x=99 is outside [-5, 5]").
 				With("field", "x").With("received", 99.0).With("allowed", []any{-5.0, 5.0})),
 		}},
+		{"an operator's answer to a request for help", toolapi.Envelope{
+			OK: true, Tool: "get_robot_state", Robot: "idle", Text: "The operator answered your request for help: the kitchen. The robot is idle.",
+			OperatorMessage: &toolapi.OperatorMessage{EscalationID: "esc_1", Text: "the kitchen", By: "operator"},
+		}},
 		{"retry after", toolapi.Envelope{
 			OK: false, Tool: "get_robot_state", Robot: "unknown",
 			Error: &toolapi.ErrorBody{Type: toolerr.RateLimited, Message: "slow down", Retryable: true, RetryAfterMS: 250, Suggestion: "wait"},

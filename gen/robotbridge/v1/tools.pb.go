@@ -1023,9 +1023,13 @@ type Envelope struct {
 	// The robot's physical state in words, after any failure too.
 	Robot string `protobuf:"bytes,6,opt,name=robot,proto3" json:"robot,omitempty"`
 	// Why the call failed, when ok is false.
-	Error         *Error `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error *Error `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// An operator's answer to the session's request for help, carried once
+	// by the session's next call after the operator answered (text begins
+	// with it too).
+	OperatorMessage *OperatorMessage `protobuf:"bytes,8,opt,name=operator_message,json=operatorMessage,proto3" json:"operator_message,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -1107,6 +1111,78 @@ func (x *Envelope) GetError() *Error {
 	return nil
 }
 
+func (x *Envelope) GetOperatorMessage() *OperatorMessage {
+	if x != nil {
+		return x.OperatorMessage
+	}
+	return nil
+}
+
+// OperatorMessage is an operator's answer to a request for help
+// (request_operator_help, or an escalation the bridge raised).
+type OperatorMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The escalation answered ("esc_…").
+	EscalationId string `protobuf:"bytes,1,opt,name=escalation_id,json=escalationId,proto3" json:"escalation_id,omitempty"`
+	// The operator's words.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The operator who answered.
+	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorMessage) Reset() {
+	*x = OperatorMessage{}
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorMessage) ProtoMessage() {}
+
+func (x *OperatorMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorMessage.ProtoReflect.Descriptor instead.
+func (*OperatorMessage) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OperatorMessage) GetEscalationId() string {
+	if x != nil {
+		return x.EscalationId
+	}
+	return ""
+}
+
+func (x *OperatorMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *OperatorMessage) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // TaskRef is the short form of a task in an envelope.
 type TaskRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1126,7 +1202,7 @@ type TaskRef struct {
 
 func (x *TaskRef) Reset() {
 	*x = TaskRef{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1214,7 @@ func (x *TaskRef) String() string {
 func (*TaskRef) ProtoMessage() {}
 
 func (x *TaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1227,7 @@ func (x *TaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRef.ProtoReflect.Descriptor instead.
 func (*TaskRef) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{13}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskRef) GetId() string {
@@ -1195,7 +1271,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1283,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1296,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{14}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Progress) GetFraction() float64 {
@@ -1262,7 +1338,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1350,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1363,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{15}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetType() ErrorType {
@@ -1395,7 +1471,7 @@ const file_robotbridge_v1_tools_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xea\x01\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xb6\x02\n" +
 	"\bEnvelope\x12\x13\n" +
 	"\x02ok\x18\x01 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12*\n" +
@@ -1403,8 +1479,13 @@ const file_robotbridge_v1_tools_proto_rawDesc = "" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12+\n" +
 	"\x04task\x18\x05 \x01(\v2\x17.robotbridge.v1.TaskRefR\x04task\x12\x14\n" +
 	"\x05robot\x18\x06 \x01(\tR\x05robot\x12+\n" +
-	"\x05error\x18\a \x01(\v2\x15.robotbridge.v1.ErrorR\x05errorB\x05\n" +
-	"\x03_ok\"{\n" +
+	"\x05error\x18\a \x01(\v2\x15.robotbridge.v1.ErrorR\x05error\x12J\n" +
+	"\x10operator_message\x18\b \x01(\v2\x1f.robotbridge.v1.OperatorMessageR\x0foperatorMessageB\x05\n" +
+	"\x03_ok\"Z\n" +
+	"\x0fOperatorMessage\x12#\n" +
+	"\rescalation_id\x18\x01 \x01(\tR\fescalationId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\"{\n" +
 	"\aTaskRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x124\n" +
@@ -1473,7 +1554,7 @@ func file_robotbridge_v1_tools_proto_rawDescGZIP() []byte {
 }
 
 var file_robotbridge_v1_tools_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robotbridge_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_robotbridge_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_robotbridge_v1_tools_proto_goTypes = []any{
 	(ToolKind)(0),                 // 0: robotbridge.v1.ToolKind
 	(ErrorType)(0),                // 1: robotbridge.v1.ErrorType
@@ -1490,49 +1571,51 @@ var file_robotbridge_v1_tools_proto_goTypes = []any{
 	(*WatchTaskResponse)(nil),     // 12: robotbridge.v1.WatchTaskResponse
 	(*Task)(nil),                  // 13: robotbridge.v1.Task
 	(*Envelope)(nil),              // 14: robotbridge.v1.Envelope
-	(*TaskRef)(nil),               // 15: robotbridge.v1.TaskRef
-	(*Progress)(nil),              // 16: robotbridge.v1.Progress
-	(*Error)(nil),                 // 17: robotbridge.v1.Error
-	(*structpb.Struct)(nil),       // 18: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 20: google.protobuf.Value
+	(*OperatorMessage)(nil),       // 15: robotbridge.v1.OperatorMessage
+	(*TaskRef)(nil),               // 16: robotbridge.v1.TaskRef
+	(*Progress)(nil),              // 17: robotbridge.v1.Progress
+	(*Error)(nil),                 // 18: robotbridge.v1.Error
+	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 21: google.protobuf.Value
 }
 var file_robotbridge_v1_tools_proto_depIdxs = []int32{
 	4,  // 0: robotbridge.v1.ListToolsResponse.tools:type_name -> robotbridge.v1.Tool
 	0,  // 1: robotbridge.v1.Tool.kind:type_name -> robotbridge.v1.ToolKind
-	18, // 2: robotbridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	18, // 3: robotbridge.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	19, // 2: robotbridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	19, // 3: robotbridge.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
 	14, // 4: robotbridge.v1.CallToolResponse.envelope:type_name -> robotbridge.v1.Envelope
 	14, // 5: robotbridge.v1.GetTaskResponse.envelope:type_name -> robotbridge.v1.Envelope
 	14, // 6: robotbridge.v1.CancelTaskResponse.envelope:type_name -> robotbridge.v1.Envelope
 	13, // 7: robotbridge.v1.WatchTaskResponse.task:type_name -> robotbridge.v1.Task
-	18, // 8: robotbridge.v1.Task.arguments:type_name -> google.protobuf.Struct
-	16, // 9: robotbridge.v1.Task.progress:type_name -> robotbridge.v1.Progress
-	18, // 10: robotbridge.v1.Task.result:type_name -> google.protobuf.Struct
-	17, // 11: robotbridge.v1.Task.error:type_name -> robotbridge.v1.Error
-	19, // 12: robotbridge.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	19, // 13: robotbridge.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 14: robotbridge.v1.Envelope.data:type_name -> google.protobuf.Value
-	15, // 15: robotbridge.v1.Envelope.task:type_name -> robotbridge.v1.TaskRef
-	17, // 16: robotbridge.v1.Envelope.error:type_name -> robotbridge.v1.Error
-	16, // 17: robotbridge.v1.TaskRef.progress:type_name -> robotbridge.v1.Progress
-	1,  // 18: robotbridge.v1.Error.type:type_name -> robotbridge.v1.ErrorType
-	18, // 19: robotbridge.v1.Error.details:type_name -> google.protobuf.Struct
-	2,  // 20: robotbridge.v1.ToolService.ListTools:input_type -> robotbridge.v1.ListToolsRequest
-	5,  // 21: robotbridge.v1.ToolService.CallTool:input_type -> robotbridge.v1.CallToolRequest
-	7,  // 22: robotbridge.v1.ToolService.GetTask:input_type -> robotbridge.v1.GetTaskRequest
-	9,  // 23: robotbridge.v1.ToolService.CancelTask:input_type -> robotbridge.v1.CancelTaskRequest
-	11, // 24: robotbridge.v1.ToolService.WatchTask:input_type -> robotbridge.v1.WatchTaskRequest
-	3,  // 25: robotbridge.v1.ToolService.ListTools:output_type -> robotbridge.v1.ListToolsResponse
-	6,  // 26: robotbridge.v1.ToolService.CallTool:output_type -> robotbridge.v1.CallToolResponse
-	8,  // 27: robotbridge.v1.ToolService.GetTask:output_type -> robotbridge.v1.GetTaskResponse
-	10, // 28: robotbridge.v1.ToolService.CancelTask:output_type -> robotbridge.v1.CancelTaskResponse
-	12, // 29: robotbridge.v1.ToolService.WatchTask:output_type -> robotbridge.v1.WatchTaskResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	19, // 8: robotbridge.v1.Task.arguments:type_name -> google.protobuf.Struct
+	17, // 9: robotbridge.v1.Task.progress:type_name -> robotbridge.v1.Progress
+	19, // 10: robotbridge.v1.Task.result:type_name -> google.protobuf.Struct
+	18, // 11: robotbridge.v1.Task.error:type_name -> robotbridge.v1.Error
+	20, // 12: robotbridge.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	20, // 13: robotbridge.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 14: robotbridge.v1.Envelope.data:type_name -> google.protobuf.Value
+	16, // 15: robotbridge.v1.Envelope.task:type_name -> robotbridge.v1.TaskRef
+	18, // 16: robotbridge.v1.Envelope.error:type_name -> robotbridge.v1.Error
+	15, // 17: robotbridge.v1.Envelope.operator_message:type_name -> robotbridge.v1.OperatorMessage
+	17, // 18: robotbridge.v1.TaskRef.progress:type_name -> robotbridge.v1.Progress
+	1,  // 19: robotbridge.v1.Error.type:type_name -> robotbridge.v1.ErrorType
+	19, // 20: robotbridge.v1.Error.details:type_name -> google.protobuf.Struct
+	2,  // 21: robotbridge.v1.ToolService.ListTools:input_type -> robotbridge.v1.ListToolsRequest
+	5,  // 22: robotbridge.v1.ToolService.CallTool:input_type -> robotbridge.v1.CallToolRequest
+	7,  // 23: robotbridge.v1.ToolService.GetTask:input_type -> robotbridge.v1.GetTaskRequest
+	9,  // 24: robotbridge.v1.ToolService.CancelTask:input_type -> robotbridge.v1.CancelTaskRequest
+	11, // 25: robotbridge.v1.ToolService.WatchTask:input_type -> robotbridge.v1.WatchTaskRequest
+	3,  // 26: robotbridge.v1.ToolService.ListTools:output_type -> robotbridge.v1.ListToolsResponse
+	6,  // 27: robotbridge.v1.ToolService.CallTool:output_type -> robotbridge.v1.CallToolResponse
+	8,  // 28: robotbridge.v1.ToolService.GetTask:output_type -> robotbridge.v1.GetTaskResponse
+	10, // 29: robotbridge.v1.ToolService.CancelTask:output_type -> robotbridge.v1.CancelTaskResponse
+	12, // 30: robotbridge.v1.ToolService.WatchTask:output_type -> robotbridge.v1.WatchTaskResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_robotbridge_v1_tools_proto_init() }
@@ -1541,14 +1624,14 @@ func file_robotbridge_v1_tools_proto_init() {
 		return
 	}
 	file_robotbridge_v1_tools_proto_msgTypes[12].OneofWrappers = []any{}
-	file_robotbridge_v1_tools_proto_msgTypes[15].OneofWrappers = []any{}
+	file_robotbridge_v1_tools_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robotbridge_v1_tools_proto_rawDesc), len(file_robotbridge_v1_tools_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
