@@ -122,6 +122,11 @@ func TestE2E_MCPTypeScriptSDK(t *testing.T) {
 	require.Equal(t, false, seen["move_base_to"]["readOnlyHint"])
 	require.Equal(t, false, seen["stop"]["destructiveHint"])
 	require.Equal(t, false, seen["cancel_task"]["destructiveHint"])
+	// request_operator_help files an escalation: not read-only, not
+	// idempotent, and it moves nothing
+	require.Equal(t, false, seen["request_operator_help"]["destructiveHint"])
+	require.Equal(t, false, seen["request_operator_help"]["idempotentHint"])
+	require.Equal(t, false, seen["request_operator_help"]["readOnlyHint"])
 
 	// And robot://state reads as get_robot_state's envelope
 	rs := steps["read_state"]
