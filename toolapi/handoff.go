@@ -79,6 +79,7 @@ type history struct {
 	mu       sync.Mutex
 	sessions map[string][]escalation.Call // guarded by mu
 	seen     map[string]time.Time         // guarded by mu
+	swept    time.Time                    // guarded by mu; the last sweep of idle sessions
 }
 
 func newHistory() *history {
@@ -91,11 +92,14 @@ const historyIdle = time.Hour
 func (h *history) add(key string, c escalation.Call) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k, at := range h.seen {
-		if c.At.Sub(at) > historyIdle {
-			delete(h.seen, k)
-			delete(h.sessions, k)
+	if c.At.Sub(h.swept) > time.Minute {
+		for k, at := range h.seen {
+			if c.At.Sub(at) > historyIdle {
+				delete(h.seen, k)
+				delete(h.sessions, k)
+			}
 		}
+		h.swept = c.At
 	}
 	calls := append(h.sessions[key], c)
 	if len(calls) > escalation.MaxRecent {
