@@ -42,7 +42,7 @@ func (b builder) requestOperatorHelp() *Tool {
 			"a fault or an e-stop stopped your task, the instruction is ambiguous, or you cannot tell what to do safely. " +
 			"Call it instead of retrying. It moves nothing and needs no approval; it returns at once with the escalation " +
 			"(status open). The operator's answer arrives as an \"escalation\" event on the agent event stream and in the " +
-			"operator_message of your next tool result. summary: what you tried, what went wrong and what you need (1 to 2000 characters); " +
+			"operator_message of the first tool result you get after they answer. summary: what you tried, what went wrong and what you need (1 to 2000 characters); " +
 			`task_id: optional, the task it is about. Example: {"summary": "grasp of cup-1 failed 3 times with ACTION_FAILED; is the cup still on the table?", "task_id": "t-4"}.`,
 		InputSchema: object(map[string]any{
 			"summary": map[string]any{
@@ -157,7 +157,7 @@ func (s *Server) requestHelp(ctx context.Context, p Principal, req CallRequest, 
 	return outcome{
 		data: map[string]any{"escalation": e},
 		text: fmt.Sprintf("An operator has been asked for help (escalation %s, status open). Their answer will arrive as an "+
-			"\"escalation\" event on your event stream and in the operator_message of your next tool result; "+
+			"\"escalation\" event on your event stream and in the operator_message of the first tool result you get after they answer; "+
 			"until then do not retry what failed.", e.ID),
 	}
 }

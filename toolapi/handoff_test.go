@@ -66,7 +66,7 @@ func TestRequestOperatorHelp_FilesWithRecentCallsAndDeliversTheAnswerOnce(t *tes
 	require.Equal(t, string(toolerr.InvalidParams), e.Recent[0].ErrorType)
 	require.Contains(t, e.Recent[0].Args, `"x":99`)
 	require.Contains(t, env.Text, "An operator has been asked for help (escalation "+e.ID)
-	require.Contains(t, env.Text, "operator_message of your next tool result")
+	require.Contains(t, env.Text, "operator_message of the first tool result you get after they answer")
 	require.Nil(t, env.OperatorMessage)
 
 	// When the operator answers
