@@ -53,6 +53,8 @@ func TestE2E_FaultDuringAgentTaskRaisesAnEscalation(t *testing.T) {
 	require.Equal(t, "s-fault", e["session_id"])
 	require.Equal(t, id, e["task_id"])
 	require.Contains(t, e["summary"], "A fault latched during task "+id)
+	require.Contains(t, e["summary"], "Every motion is refused until an operator clears the fault.")
+	require.NotContains(t, e["summary"], "..")
 	recent := e["recent_calls"].([]any)
 	require.Equal(t, "move_arm_to", recent[0].(map[string]any)["tool"], "the session's calls are attached")
 	// And it is audited

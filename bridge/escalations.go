@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/events"
@@ -57,8 +58,8 @@ func (b *Bridge) faultEscalation(e safety.Event) {
 		if err != nil || v.Principal == "" || v.Principal == "operator" {
 			return
 		}
-		sum := fmt.Sprintf("A fault latched during task %s (%s): %s. The robot is stopped and refuses motion until an operator clears the fault.",
-			v.ID, v.Tool, e.Reason)
+		sum := fmt.Sprintf("A fault latched during task %s (%s): %s. Every motion is refused until an operator clears the fault.",
+			v.ID, v.Tool, strings.TrimSuffix(strings.TrimSpace(e.Reason), "."))
 		if _, err := b.api.Escalate(context.Background(), v.Principal, v.SessionID, v.ID, sum, escalation.SourceFault); err != nil {
 			b.log.Warn("fault escalation not filed", "task_id", v.ID, "err", err)
 		}
