@@ -2,7 +2,6 @@ package actions
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ func TestNotify_ATasksViewsArriveInTheOrderTheyWereTaken(t *testing.T) {
 	var mu sync.Mutex
 	var seen []fsm.State
 	inNotify, release := make(chan struct{}), make(chan struct{})
-	r := &Runner{clock: clockwork.NewRealClock(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &Runner{clock: clockwork.NewRealClock(), log: slog.New(slog.DiscardHandler)}
 	r.obs = ObserverFunc(func(v TaskView) {
 		if v.Progress.Text == "braking" {
 			// Given the progress view on its way to the observers, held
@@ -35,8 +34,10 @@ func TestNotify_ATasksViewsArriveInTheOrderTheyWereTaken(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tk := &task{id: "task-1", req: Request{Tool: "move_base_to"}, m: fsm.New(fsm.Stopping),
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{})}
+	tk := &task{
+		id: "task-1", req: Request{Tool: "move_base_to"}, m: fsm.New(fsm.Stopping),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
+	}
 	go r.setProgress(tk, Progress{Fraction: 0.4, Text: "braking"})
 	<-inNotify
 
