@@ -71,64 +71,64 @@ func (s *OperatorService) tasks() (Tasks, error) {
 	return s.conf.Tasks, nil
 }
 
-// PauseTask implements robotbridgev1connect.OperatorServiceHandler.
-func (s *OperatorService) PauseTask(ctx context.Context, req *connect.Request[robotbridgev1.PauseTaskRequest]) (*connect.Response[robotbridgev1.PauseTaskResponse], error) {
+// taskAction runs one of Pause, Resume and Abort as the calling operator:
+// reason (trimmed) is checked first when the action takes one (need says
+// whether it must be given), then do runs, and its task or refusal is
+// answered by taskAnswer.
+func (s *OperatorService) taskAction(ctx context.Context, reason string, takesReason, need bool,
+	do func(tk Tasks, by, reason string) (actions.TaskView, error),
+) (*robotbridgev1.Task, string, error) {
 	p, err := principal(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	tk, err := s.tasks()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	reason := strings.TrimSpace(req.Msg.GetReason())
-	if err := checkReason(reason, true); err != nil {
-		return nil, err
+	reason = strings.TrimSpace(reason)
+	if takesReason {
+		if err := checkReason(reason, need); err != nil {
+			return nil, "", err
+		}
 	}
-	v, err := tk.Pause(ctx, req.Msg.GetTaskId(), p.Name, reason)
+	v, err := do(tk, p.Name, reason)
 	pt, err := s.taskAnswer(v, err)
+	if err != nil {
+		return nil, "", err
+	}
+	return pt, v.Text, nil
+}
+
+// PauseTask implements robotbridgev1connect.OperatorServiceHandler.
+func (s *OperatorService) PauseTask(ctx context.Context, req *connect.Request[robotbridgev1.PauseTaskRequest]) (*connect.Response[robotbridgev1.PauseTaskResponse], error) {
+	pt, text, err := s.taskAction(ctx, req.Msg.GetReason(), true, true, func(tk Tasks, by, reason string) (actions.TaskView, error) {
+		return tk.Pause(ctx, req.Msg.GetTaskId(), by, reason)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&robotbridgev1.PauseTaskResponse{Task: pt, Text: v.Text}), nil
+	return connect.NewResponse(&robotbridgev1.PauseTaskResponse{Task: pt, Text: text}), nil
 }
 
 // ResumeTask implements robotbridgev1connect.OperatorServiceHandler.
 func (s *OperatorService) ResumeTask(ctx context.Context, req *connect.Request[robotbridgev1.ResumeTaskRequest]) (*connect.Response[robotbridgev1.ResumeTaskResponse], error) {
-	p, err := principal(ctx)
+	pt, text, err := s.taskAction(ctx, "", false, false, func(tk Tasks, by, _ string) (actions.TaskView, error) {
+		return tk.Resume(ctx, req.Msg.GetTaskId(), by)
+	})
 	if err != nil {
 		return nil, err
 	}
-	tk, err := s.tasks()
-	if err != nil {
-		return nil, err
-	}
-	v, err := tk.Resume(ctx, req.Msg.GetTaskId(), p.Name)
-	pt, err := s.taskAnswer(v, err)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&robotbridgev1.ResumeTaskResponse{Task: pt, Text: v.Text}), nil
+	return connect.NewResponse(&robotbridgev1.ResumeTaskResponse{Task: pt, Text: text}), nil
 }
 
 // AbortTask implements robotbridgev1connect.OperatorServiceHandler.
 func (s *OperatorService) AbortTask(ctx context.Context, req *connect.Request[robotbridgev1.AbortTaskRequest]) (*connect.Response[robotbridgev1.AbortTaskResponse], error) {
-	p, err := principal(ctx)
+	pt, text, err := s.taskAction(ctx, req.Msg.GetReason(), true, false, func(tk Tasks, by, reason string) (actions.TaskView, error) {
+		return tk.Abort(ctx, req.Msg.GetTaskId(), by, reason)
+	})
 	if err != nil {
 		return nil, err
 	}
-	tk, err := s.tasks()
-	if err != nil {
-		return nil, err
-	}
-	reason := strings.TrimSpace(req.Msg.GetReason())
-	if err := checkReason(reason, false); err != nil {
-		return nil, err
-	}
-	v, err := tk.Abort(ctx, req.Msg.GetTaskId(), p.Name, reason)
-	pt, err := s.taskAnswer(v, err)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&robotbridgev1.AbortTaskResponse{Task: pt, Text: v.Text}), nil
+	return connect.NewResponse(&robotbridgev1.AbortTaskResponse{Task: pt, Text: text}), nil
 }
