@@ -32,7 +32,9 @@ type Progress struct {
 
 // TaskView is a snapshot of one task, safe to hand out.
 type TaskView struct {
-	ID        string         `json:"id"`
+	ID string `json:"id"`
+	// RobotID is the robot the task is for (hw-config robot.id).
+	RobotID   string         `json:"robot_id,omitempty"`
 	Tool      string         `json:"tool"`
 	Arguments map[string]any `json:"arguments"`
 	Status    fsm.State      `json:"status"`

@@ -201,7 +201,7 @@ func randomID() string {
 
 func (r *Runner) viewLocked(t *task) TaskView {
 	v := TaskView{
-		ID: t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), Status: t.m.State(), Progress: t.progress,
+		ID: t.id, RobotID: r.cfg.Robot.ID, Tool: t.req.Tool, Arguments: cloneArgs(t.args), Status: t.m.State(), Progress: t.progress,
 		Text: toolerr.Sentence(t.text), ApprovalID: t.approvalID, SessionID: t.req.SessionID, Principal: t.req.Principal,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}

@@ -39,6 +39,9 @@ const (
 type Event struct {
 	Kind EventKind
 	At   time.Time
+	// RobotID is the robot whose supervisor emitted it (hw-config
+	// robot.id); the supervisor sets it.
+	RobotID string
 	// TaskID is the task concerned, if any.
 	TaskID string
 	// By names who caused it (an operator, "robot", "supervisor").

@@ -174,9 +174,11 @@ const (
 // Status is a snapshot of the supervisor, for get_safety_status, the
 // console and /readyz.
 type Status struct {
-	EStop  EStopStatus `json:"estop"`
-	Fault  FaultStatus `json:"fault"`
-	LinkUp bool        `json:"link_up"`
+	// RobotID is the robot this status is of (hw-config robot.id).
+	RobotID string      `json:"robot_id"`
+	EStop   EStopStatus `json:"estop"`
+	Fault   FaultStatus `json:"fault"`
+	LinkUp  bool        `json:"link_up"`
 	// HaveState is false until the first robot state arrives.
 	HaveState bool `json:"have_state"`
 	// LastStateAge is how long ago the newest robot state was received
@@ -458,6 +460,7 @@ func (s *Supervisor) AddObserver(o Observer) (remove func()) {
 }
 
 func (s *Supervisor) emit(e Event) {
+	e.RobotID = s.cfg.Robot.ID
 	if e.At.IsZero() {
 		e.At = s.clock.Now()
 	}
@@ -585,7 +588,7 @@ func (s *Supervisor) Latest() (robot.State, time.Time, bool) {
 func (s *Supervisor) Status() Status {
 	s.mu.Lock()
 	st := Status{
-		EStop: s.estop, Fault: s.fault, HaveState: s.haveState, RobotEStop: s.haveState && s.last.EStop,
+		RobotID: s.cfg.Robot.ID, EStop: s.estop, Fault: s.fault, HaveState: s.haveState, RobotEStop: s.haveState && s.last.EStop,
 		Monitors: MonitorConf{
 			ControlPeriod: s.set.controlPeriod, StateTimeout: s.set.stateTimeout, StallTimeout: s.set.stallTimeout,
 			SafePose: s.set.safePoseName, SafePoseTimeout: s.set.safePoseTimeout, SpeedScale: s.set.speedScale,
