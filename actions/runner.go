@@ -21,7 +21,9 @@ import (
 
 // TransitionRecord is one task transition, for the store and the audit.
 type TransitionRecord struct {
-	TaskID    string
+	TaskID string
+	// RobotID is the robot the task is for (hw-config robot.id).
+	RobotID   string
 	Tool      string
 	Arguments map[string]any
 	From      fsm.State

@@ -133,7 +133,8 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	if r.rec != nil {
 		if err := r.rec.RecordTransition(ctx, TransitionRecord{
-			TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
+			RobotID: r.cfg.Robot.ID,
+			TaskID:  t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
 			At: now, By: by, Reason: p.preview,
 		}); err != nil {
 			r.log.Error("task creation not recorded", "task", t.id, "err", err)
