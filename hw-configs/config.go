@@ -217,6 +217,13 @@ type Config struct {
 	// Sim configures the bundled simulator (required with transport.kind
 	// sim).
 	Sim *SimConf `yaml:"sim,omitempty"`
+	// Fleet makes this config the template of several robots (optional):
+	// see FleetConf. Without it the config is one robot, robot.id.
+	Fleet *FleetConf `yaml:"fleet,omitempty"`
+
+	// robots caches the fleet's per-robot configs, built and validated by
+	// Parse.
+	robots []*Config
 }
 
 // RobotConf identifies the robot.

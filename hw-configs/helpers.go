@@ -188,6 +188,13 @@ func (c *Config) Clone() *Config {
 		}
 	}
 	out.Actions = maps.Clone(c.Actions)
+	if f := c.Fleet; f != nil {
+		v := *f
+		v.IDs = slices.Clone(f.IDs)
+		v.Robots = maps.Clone(f.Robots)
+		out.Fleet = &v
+	}
+	out.robots = slices.Clone(c.robots)
 	if s := c.Sim; s != nil {
 		v := *s
 		v.Objects = slices.Clone(s.Objects)

@@ -44,12 +44,21 @@ func Parse(b []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A fleet's robots start from the template as written, so that a
+	// default derived from an overridden value (world.bounds from
+	// base.workspace) follows the override.
+	raw := c.Clone()
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		if ve, ok := errors.AsType[*ValidationError](err); ok {
 			annotateLines(ve, file)
 		}
 		return nil, err
+	}
+	if c.Fleet != nil {
+		if c.robots, err = expandFleet(raw); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }

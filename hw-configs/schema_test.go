@@ -55,6 +55,11 @@ func generateSchema(t *testing.T) []byte {
 				return enumSchema(Transports, "How the bridge reaches the robot.")
 			case reflect.TypeFor[Approval]():
 				return enumSchema(Approvals, "required: every call needs an operator's approval; never: the config authorizes every call.")
+			case reflect.TypeFor[RobotOverride]():
+				return &jsonschema.Schema{
+					Type:        "object",
+					Description: "One robot's partial hw-config: any of " + strings.Join(overridable, ", ") + ", merged onto the template.",
+				}
 			case reflect.TypeFor[AfterCrash]():
 				return enumSchema(AfterCrashPolicies, "What a bridge that finds it was not shut down cleanly does at start.")
 			}

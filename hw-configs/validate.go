@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 	v.safety()
 	v.perception()
 	v.sim()
+	v.fleet()
 	return v.p.err()
 }
 
