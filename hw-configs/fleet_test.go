@@ -74,7 +74,9 @@ fleet:
     b:
       base:
         workspace: [[-4.5, -4.5], [4.5, -4.5], [4.5, 4.6], [-4.5, 4.6]]
-`, func(s string) string { return strings.Replace(s, "  bounds: [[-5, -5], [5, -5], [5, 5], [-5, 5]]\n", "", 1) })
+`, func(s string) string {
+		return strings.Replace(s, "  bounds: [[-5, -5], [5, -5], [5, 5], [-5, 5]]\n", "", 1)
+	})
 	c, err := Parse([]byte(src))
 	require.NoError(t, err)
 	robots, err := c.Robots()
