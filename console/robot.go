@@ -18,6 +18,8 @@ import (
 // state; a state older than the state timeout is stale ("last seen … ago")
 // and a down link is said.
 type RobotView struct {
+	// RobotID is the robot this is (hw-config robot.id).
+	RobotID string `json:"robot_id,omitempty"`
 	// State is the newest state received, nil before the first.
 	State   *robot.State `json:"state,omitempty"`
 	Summary string       `json:"summary"`
@@ -82,8 +84,11 @@ type RobotFeed struct {
 	// Clock (optional) defaults to the real clock; it must be Observe's.
 	Clock clockwork.Clock
 	// MaxRate (optional) caps events per second while states arrive; it
-	// defaults to DefaultStateEventHz.
-	MaxRate int
+	// defaults to DefaultStateEventHz. A fleet's robots share the bus, so
+	// each gets a fraction (0.5 is one event every two seconds).
+	MaxRate float64
+	// RobotID (optional) names the robot in every event's data.
+	RobotID string
 	// Refresh (optional) is the interval of events while the robot is
 	// not current; it defaults to DefaultRefresh.
 	Refresh time.Duration
@@ -100,7 +105,7 @@ func (f RobotFeed) Run(ctx context.Context) {
 	if f.Refresh <= 0 {
 		f.Refresh = DefaultRefresh
 	}
-	minGap := time.Second / time.Duration(f.MaxRate)
+	minGap := time.Duration(float64(time.Second) / f.MaxRate)
 	staleAfter := f.Observe().StaleAfter
 	if staleAfter <= 0 {
 		staleAfter = robot.DefaultStaleAfter
@@ -115,7 +120,9 @@ func (f RobotFeed) Run(ctx context.Context) {
 		lastNews  string
 	)
 	publish := func(o robot.Observation) {
-		f.Bus.Publish(events.TypeState, o.Now, ViewRobot(o))
+		v := ViewRobot(o)
+		v.RobotID = f.RobotID
+		f.Bus.Publish(events.TypeState, o.Now, v)
 		published, lastAt, lastCond, lastNews = true, o.Now, o.Condition(), news(o.State)
 	}
 	states := f.States
