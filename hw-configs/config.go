@@ -540,6 +540,11 @@ type CameraConf struct {
 // WorldConf describes the room: its bounds, the surfaces objects rest on and
 // named regions.
 type WorldConf struct {
+	// Room names the room (optional): a fleet's robots with the same room
+	// share one map in the console, and list_robots says where each is.
+	// It defaults to "room"; give a robot whose override changes the world
+	// a room of its own.
+	Room string `yaml:"room,omitempty"`
 	// Bounds is the room's outline (room frame polygon) (optional). It
 	// defaults to base.workspace.
 	Bounds []Point2 `yaml:"bounds,omitempty"`

@@ -24,6 +24,7 @@ const (
 )
 
 var (
+	roomPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$`)
 	robotIDPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	namePattern        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 	rosNamePattern     = regexp.MustCompile(`^[~/]?[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$`)
@@ -454,6 +455,9 @@ func properCross(a, b, c, d geom.Point) bool {
 }
 
 func (v *validator) world() {
+	if r := v.c.World.Room; r != "" && !roomPattern.MatchString(r) {
+		v.p.add("world.room", r, "1-64 characters: letters, digits, spaces, '.', '_' and '-', starting with a letter or digit", "is not a room name")
+	}
 	w := v.c.World
 	if slices.Equal(w.Bounds, v.c.Base.Workspace) {
 		// Bounds defaulted to (or repeat) the workspace: a broken polygon
