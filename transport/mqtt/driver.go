@@ -2,8 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,29 +54,25 @@ type Conf struct {
 // Driver is the MQTT transport to one robot. Driver implements the
 // supervisor's driver interface (safety.Driver), its goal reporting
 // (safety.GoalReporter: the robot's done ack) and the bridge's lifecycle
-// (Start, Close).
+// (Start, Close). A driver of New has a connection of its own (a fleet of
+// one); the drivers of a Fleet share the fleet's.
 type Driver struct {
-	conn    Connection
+	fleet   *Fleet
 	topics  Topics
 	qos     byte
 	ackWait time.Duration
 	skew    time.Duration
 	stale   time.Duration
-	ready   time.Duration
 	clk     clockwork.Clock
 	log     *slog.Logger
-	met     *Metrics
 	hub     robot.Hub
 	session string // this driver's run, in stop ids
 
-	client paho.Client
-
-	mu        sync.Mutex
-	started   bool              // guarded by mu
-	connected bool              // guarded by mu: broker connection up and subscribed
-	online    bool              // guarded by mu: robot status online
-	down      chan struct{}     // guarded by mu: closed when the link goes down
-	warned    map[Reason]*burst // guarded by mu
+	mu      sync.Mutex
+	started bool          // guarded by mu
+	closing bool          // guarded by mu: Close under way (it still sends its last words)
+	online  bool          // guarded by mu: robot status online
+	down    chan struct{} // guarded by mu: closed when the link goes down
 
 	// cmdMu orders Stop against the hand-over of a command, so that a
 	// command accepted after a Stop is followed by another stop.
@@ -126,58 +120,55 @@ var _ interface {
 	Close() error
 } = (*Driver)(nil)
 
-// New validates conf and returns a driver. It does not touch the network;
-// call Start.
+// New validates conf and returns a driver with a connection of its own:
+// a fleet of one, subscribed to this robot's topics only, whose last will
+// is the robot's {prefix}/{id}/bridge. It does not touch the network; call
+// Start.
 func New(conf Conf) (*Driver, error) {
 	if conf.Config == nil || conf.Config.Transport.MQTT == nil {
 		return nil, errors.New("mqtt: Conf.Config with a transport.mqtt section is required")
 	}
-	cfg := conf.Config.Clone()
-	cfg.ApplyDefaults()
-	m := cfg.Transport.MQTT
-	if conf.Clock == nil {
-		conf.Clock = clockwork.NewRealClock()
-	}
-	if conf.Logger == nil {
-		conf.Logger = slog.Default()
-	}
-	if conf.ReadyTimeout <= 0 {
-		conf.ReadyTimeout = 10 * time.Second
-	}
-	if conf.StateTimeout <= 0 {
-		conf.StateTimeout = cfg.Safety.StateTimeout.D() + 5*cfg.Safety.ControlPeriod.D()
-	}
-	id := m.ClientID
-	if id == "" {
-		id = "robot-bridge-" + cfg.Robot.ID
-	}
-	conn, err := ConnectionFrom(m, conf.Broker, id, conf.Env)
+	f, err := NewFleet(FleetConf{
+		Configs: []*hwconfig.Config{conf.Config}, Broker: conf.Broker, Env: conf.Env, Clock: conf.Clock,
+		Logger: conf.Logger, Registerer: conf.Registerer, ReadyTimeout: conf.ReadyTimeout,
+		StateTimeout: conf.StateTimeout, single: true,
+	})
 	if err != nil {
 		return nil, err
 	}
-	var sess [4]byte
-	_, _ = rand.Read(sess[:])
-	d := &Driver{
-		conn: conn, topics: Topics{Prefix: m.TopicPrefix, ID: cfg.Robot.ID}, qos: byte(m.QoS),
-		ackWait: m.AckTimeout.D(), skew: m.MaxClockSkew.D(), stale: conf.StateTimeout, ready: conf.ReadyTimeout,
-		clk: conf.Clock, met: NewMetrics(conf.Registerer), session: hex.EncodeToString(sess[:]),
-		pending: map[string]*waiter{}, current: map[string]string{}, faults: map[string]string{},
-		warned: map[Reason]*burst{}, down: make(chan struct{}),
+	return f.order[0], nil
+}
+
+// newDriver is the driver of one robot of f; cfg has its defaults
+// applied. stateTimeout overrides the robot's own when positive.
+func newDriver(f *Fleet, cfg *hwconfig.Config, stateTimeout time.Duration) *Driver {
+	m := cfg.Transport.MQTT
+	if stateTimeout <= 0 {
+		stateTimeout = cfg.Safety.StateTimeout.D() + 5*cfg.Safety.ControlPeriod.D()
 	}
-	d.log = conf.Logger.With("component", "mqtt", "robot", cfg.Robot.ID)
-	return d, nil
+	return &Driver{
+		fleet: f, topics: Topics{Prefix: m.TopicPrefix, ID: cfg.Robot.ID}, qos: byte(m.QoS),
+		ackWait: m.AckTimeout.D(), skew: m.MaxClockSkew.D(), stale: stateTimeout,
+		clk: f.clk, session: newSession(),
+		pending: map[string]*waiter{}, current: map[string]string{}, faults: map[string]string{},
+		down: make(chan struct{}), log: f.log.With("robot", cfg.Robot.ID),
+	}
 }
 
 // Topics returns the robot's topic layout.
 func (d *Driver) Topics() Topics { return d.topics }
 
-// Metrics returns the driver's collectors.
-func (d *Driver) Metrics() *Metrics { return d.met }
+// Metrics returns the driver's collectors: its fleet's, shared by every
+// robot of the fleet.
+func (d *Driver) Metrics() *Metrics { return d.fleet.met }
 
-// Start connects to the broker and subscribes to the robot's topics,
-// waiting at most Conf.ReadyTimeout for the broker. The robot need not be
-// online: LinkUp says when it is. After a lost connection the client
-// reconnects on its own and subscribes again.
+// Fleet returns the fleet the driver belongs to (of one, for New).
+func (d *Driver) Fleet() *Fleet { return d.fleet }
+
+// Start takes its place on the fleet's broker connection, connecting when
+// it is the first to start, and waits at most the ready timeout for the
+// broker. The robot need not be online: LinkUp says when it is. After a
+// lost connection the client reconnects on its own and subscribes again.
 func (d *Driver) Start(ctx context.Context) error {
 	d.mu.Lock()
 	if d.started {
@@ -186,69 +177,44 @@ func (d *Driver) Start(ctx context.Context) error {
 	}
 	d.started = true
 	d.mu.Unlock()
-	o := d.conn.clientOptions(d.topics.Bridge(), d.qos)
-	o.SetOnConnectHandler(func(c paho.Client) { go d.onConnect(c) })
-	o.SetConnectionLostHandler(func(_ paho.Client, err error) { d.onLost(err) })
-	d.client = paho.NewClient(o)
-	tok := d.client.Connect()
-	wait := d.ready
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
+	if err := d.fleet.acquire(ctx); err != nil {
+		d.mu.Lock()
+		d.started = false
+		d.mu.Unlock()
+		return err
 	}
-	start := time.Now()
-	for !d.isConnected() {
-		if time.Since(start) > wait || ctx.Err() != nil {
-			d.client.Disconnect(0)
-			d.mu.Lock()
-			d.started = false
-			d.mu.Unlock()
-			if tok.Error() != nil {
-				return fmt.Errorf("mqtt: broker %s: %w", redactURL(d.conn.Broker), tok.Error())
-			}
-			return fmt.Errorf("mqtt: broker %s not reached within %s", redactURL(d.conn.Broker), wait)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !d.fleet.single {
+		// The fleet announces the started robots on every connect; one
+		// started on a connection already up announces itself.
+		_, _ = d.fleet.publish(d.topics.Bridge(), 1, true, []byte(StatusOnline))
+		d.log.Debug("mqtt robot started on the fleet's connection", "state", d.topics.State())
 	}
-	d.log.Info("mqtt link to the broker up", "conn", d.conn, "prefix", d.topics.Prefix)
 	return nil
 }
 
-func (d *Driver) isConnected() bool {
+func (d *Driver) isStarted() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.connected
+	return d.started && !d.closing
 }
 
-// onConnect subscribes to the robot's topics (the session is clean, so
-// after every reconnect too) and announces the bridge online. It runs on a
-// goroutine of its own: paho's handlers must not block.
-func (d *Driver) onConnect(c paho.Client) {
-	subs := map[string]byte{
-		d.topics.State(): 0, d.topics.Ack(): d.qos, d.topics.Events(): 0, d.topics.Status(): 1,
-	}
-	tok := c.SubscribeMultiple(subs, d.route)
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		d.log.Warn("mqtt subscribe failed; reconnecting", "err", tok.Error())
-		return
-	}
-	c.Publish(d.topics.Bridge(), 1, true, StatusOnline)
+// mayPublish: started, or closing (the bridge's offline and the last
+// stop).
+func (d *Driver) mayPublish() bool {
 	d.mu.Lock()
-	d.connected = true
-	d.mu.Unlock()
-	d.met.Connected.Set(1)
-	d.met.Connects.Inc()
-	d.log.Info("mqtt connected and subscribed", "state", d.topics.State())
+	defer d.mu.Unlock()
+	return d.started
 }
 
-// onLost marks the link down at once: pending commands fail, LinkUp is
-// false until the broker is back and the robot's status says online again.
-func (d *Driver) onLost(err error) {
+func (d *Driver) isConnected() bool { return d.fleet.Connected() }
+
+// linkLost marks the robot's link down: the connection it rides on is
+// gone.
+func (d *Driver) linkLost() {
 	d.mu.Lock()
-	d.connected, d.online = false, false
+	d.online = false
 	d.closeDownLocked()
 	d.mu.Unlock()
-	d.met.Connected.Set(0)
-	d.log.Warn("mqtt connection to the broker lost; reconnecting with backoff", "err", err)
 }
 
 // closeDownLocked wakes every waiter on the link. Caller holds mu.
@@ -263,47 +229,9 @@ func (d *Driver) downCh() <-chan struct{} {
 	return d.down
 }
 
-// route dispatches one incoming message. It runs on paho's goroutine and
-// never blocks.
-func (d *Driver) route(_ paho.Client, m paho.Message) {
-	switch m.Topic() {
-	case d.topics.State():
-		d.onState(m.Payload())
-	case d.topics.Ack():
-		d.onAck(m.Payload())
-	case d.topics.Status():
-		d.onStatus(m.Payload())
-	case d.topics.Events():
-		d.onEvent(m.Payload())
-	}
-}
-
-// dropped counts a dropped payload and logs the first of a burst (at most
-// one line per reason per 5 s, saying how many were dropped silently
-// since). The payload itself is never logged.
-func (d *Driver) dropped(topic string, err error) {
-	r := ReasonMalformed
-	if pe, ok := errors.AsType[*PayloadError](err); ok {
-		r = pe.Reason
-	}
-	d.met.Dropped.WithLabelValues(string(r)).Inc()
-	now := time.Now()
-	d.mu.Lock()
-	b := d.warned[r]
-	if b == nil {
-		b = &burst{}
-		d.warned[r] = b
-	}
-	if !b.at.IsZero() && now.Sub(b.at) < 5*time.Second {
-		b.missed++
-		d.mu.Unlock()
-		return
-	}
-	missed := b.missed
-	b.at, b.missed = now, 0
-	d.mu.Unlock()
-	d.log.Warn("mqtt payload dropped", "topic", topic, "reason", string(r), "err", truncate(err.Error(), 200), "dropped_since_last_line", missed)
-}
+// dropped counts a dropped payload of this robot and logs the first of
+// a burst (see Fleet.dropped).
+func (d *Driver) dropped(topic string, err error) { d.fleet.dropped(d, topic, err) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -408,7 +336,7 @@ func (d *Driver) onAck(raw []byte) {
 		d.dropped(d.topics.Ack(), drop(ReasonUnknownCommand, "ack %s for command %q, which this bridge does not wait on", a.Status, truncate(a.ID, 64)))
 		return
 	}
-	d.met.Acks.WithLabelValues(a.Status).Inc()
+	d.fleet.met.Acks.WithLabelValues(a.Status).Inc()
 	cur := d.current[w.action] == a.ID
 	switch a.Status {
 	case AckDone:
@@ -440,9 +368,9 @@ func (d *Driver) onAck(raw []byte) {
 // at once.
 func (d *Driver) LinkUp() bool {
 	d.mu.Lock()
-	up := d.connected && d.online
+	up := d.online && d.started && !d.closing
 	d.mu.Unlock()
-	if !up {
+	if !up || !d.isConnected() {
 		return false
 	}
 	d.stMu.Lock()
@@ -456,14 +384,14 @@ func (d *Driver) Latest() (robot.State, bool) { return d.hub.Latest() }
 // Subscribe streams states as they arrive (latest-value semantics).
 func (d *Driver) Subscribe() (<-chan robot.State, func()) { return d.hub.Subscribe() }
 
-// publish hands one message to the client. It fails at once when the
-// connection is not open: paho would otherwise keep the message and send
-// it after a reconnect, and the driver never replays a motion command.
+// publish hands one message to the fleet's client (see Fleet.publish).
+// A driver not started sends nothing, though its fleet's connection is
+// up for the others.
 func (d *Driver) publish(topic string, qos byte, retained bool, payload []byte) (paho.Token, error) {
-	if d.client == nil || !d.client.IsConnectionOpen() || !d.isConnected() {
+	if !d.mayPublish() {
 		return nil, ErrLinkDown
 	}
-	return d.client.Publish(topic, qos, retained, payload), nil
+	return d.fleet.publish(topic, qos, retained, payload)
 }
 
 // Send publishes one motion command and returns once the robot acked it
@@ -521,7 +449,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 		forget()
 		return &CommandError{ID: cmd.ID, Action: p.Action, Err: err}
 	}
-	d.met.Commands.WithLabelValues(p.Action).Inc()
+	d.fleet.met.Commands.WithLabelValues(p.Action).Inc()
 	timer := d.clk.NewTimer(d.ackWait)
 	defer timer.Stop()
 	for {
@@ -552,7 +480,7 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			return nil
 		case <-timer.Chan():
 			forget()
-			d.met.AckTimeouts.Inc()
+			d.fleet.met.AckTimeouts.Inc()
 			return &CommandError{ID: cmd.ID, Action: p.Action, Err: fmt.Errorf("%w within the ack timeout of %s", ErrNoAck, d.ackWait)}
 		case <-down:
 			forget()
@@ -641,34 +569,40 @@ func (d *Driver) Stop(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mqtt stop: %w", err)
 	}
-	d.met.Commands.WithLabelValues(ActionStop).Inc()
+	d.fleet.met.Commands.WithLabelValues(ActionStop).Inc()
 	if tok.WaitTimeout(stopFlush) && tok.Error() != nil {
 		return fmt.Errorf("mqtt stop: %w: %w", ErrLinkDown, tok.Error())
 	}
 	return nil
 }
 
-// Close announces the bridge offline, stops the robot as its last command
-// and disconnects. It is safe to call more than once.
+// Close announces the bridge offline on the robot's bridge topic, stops
+// the robot as its last command and gives up its place on the fleet's
+// connection; the last driver (or fleet) to close disconnects. It is
+// safe to call more than once.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	started := d.started
-	d.started = false
-	d.mu.Unlock()
-	if !started || d.client == nil {
+	if !d.started || d.closing {
+		d.mu.Unlock()
 		return nil
 	}
+	d.closing = true
+	d.mu.Unlock()
 	if tok, err := d.publish(d.topics.Bridge(), 1, true, []byte(StatusOffline)); err == nil {
 		tok.WaitTimeout(time.Second)
 	}
 	err := d.Stop(context.Background())
-	d.client.Disconnect(250)
 	d.mu.Lock()
-	d.connected, d.online = false, false
+	d.started, d.closing = false, false
+	// Commands waiting on the link fail now. The robot's status stays
+	// known: the fleet follows it for a driver started again on a
+	// connection that stayed up.
 	d.closeDownLocked()
 	d.mu.Unlock()
-	d.met.Connected.Set(0)
-	d.log.Info("mqtt link closed")
+	d.fleet.release()
+	if !d.fleet.single {
+		d.log.Debug("mqtt robot closed on the fleet's connection")
+	}
 	if errors.Is(err, ErrLinkDown) {
 		return nil
 	}

@@ -5,9 +5,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics are the MQTT transport's Prometheus collectors. Labels are
-// closed sets (drop reasons, actions, ack statuses), so their cardinality
-// does not grow with robots or commands.
+// Metrics are the MQTT transport's Prometheus collectors, one set per
+// connection (a Fleet): every robot of a fleet counts into the same
+// series. Labels are closed sets (drop reasons, actions, ack statuses), so
+// their cardinality does not grow with robots or commands.
 type Metrics struct {
 	// Dropped counts incoming payloads dropped, by Reason.
 	Dropped *prometheus.CounterVec
@@ -32,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Dropped: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "dropped_total",
-			Help: "Incoming MQTT payloads dropped without effect, by reason (oversized, malformed, version, invalid, out_of_order, stale, future, unknown_command).",
+			Help: "Incoming MQTT payloads dropped without effect, by reason (oversized, malformed, version, invalid, out_of_order, stale, future, unknown_command, unknown_robot).",
 		}, []string{"reason"}),
 		Commands: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "commands_total",

@@ -85,12 +85,17 @@ const (
 	// ReasonUnknownCommand: an ack for a command this bridge is not
 	// waiting on (a late or foreign ack).
 	ReasonUnknownCommand Reason = "unknown_command"
+	// ReasonUnknownRobot: a payload under the topic prefix for a robot id
+	// that is not one of this bridge's (a fleet bridge subscribes with
+	// wildcards, so it sees every robot under its prefix).
+	ReasonUnknownRobot Reason = "unknown_robot"
 )
 
 // Reasons lists every drop reason, for metrics and documentation.
 var Reasons = []Reason{
 	ReasonOversized, ReasonMalformed, ReasonVersion, ReasonInvalid,
 	ReasonOutOfOrder, ReasonStale, ReasonFuture, ReasonUnknownCommand,
+	ReasonUnknownRobot,
 }
 
 // PayloadError is an incoming payload that was dropped, with the reason

@@ -51,3 +51,25 @@ func (t Topics) ActionOf(topic string) (string, bool) {
 	}
 	return rest, true
 }
+
+// FleetBridge is the status topic of a bridge that serves several robots
+// over one connection (NewFleet): retained online, and the connection's
+// last will offline. One connection carries one last will, so a fleet's
+// cannot sit on every robot's {prefix}/{id}/bridge; a robot watches this
+// topic beside its own. It has two levels, so no robot's topic ({prefix}/{id}/…,
+// three or more) can be mistaken for it.
+func FleetBridge(prefix string) string { return prefix + "/bridge" }
+
+// SplitTopic cuts a topic under prefix into the robot id and what follows
+// it ({prefix}/{id}/{rest}); false when the topic is not of that shape.
+func SplitTopic(prefix, topic string) (id, rest string, ok bool) {
+	tail, ok := strings.CutPrefix(topic, prefix+"/")
+	if !ok {
+		return "", "", false
+	}
+	id, rest, ok = strings.Cut(tail, "/")
+	if !ok || id == "" || rest == "" {
+		return "", "", false
+	}
+	return id, rest, true
+}

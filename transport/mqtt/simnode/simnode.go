@@ -48,6 +48,11 @@ type Conf struct {
 	// Logger (optional) receives logs with component=mqtt-simnode. It
 	// defaults to slog.Default().
 	Logger *slog.Logger
+	// Link (optional) is a started connection shared with other nodes;
+	// the node then has no connection, and no last will, of its own (see
+	// Link). It defaults to none: the node connects on its own, with its
+	// last will offline.
+	Link *Link
 }
 
 // Node is the simulator as an MQTT robot.
@@ -59,7 +64,8 @@ type Node struct {
 	topics mqtt.Topics
 	conn   mqtt.Connection
 	qos    byte
-	client paho.Client
+	client paho.Client // nil on a link
+	link   *Link       // nil with a connection of its own
 	work   chan mqtt.Command
 
 	session string
@@ -139,7 +145,7 @@ func New(conf Conf) (*Node, error) {
 	n := &Node{
 		cfg: cfg, sim: s, clk: conf.Clock, topics: mqtt.Topics{Prefix: m.TopicPrefix, ID: conf.RobotID},
 		conn: conn, qos: byte(m.QoS), work: make(chan mqtt.Command, 256), session: hex.EncodeToString(sess[:]),
-		seen: map[string]mqtt.Ack{}, stopIDs: map[string]bool{},
+		seen: map[string]mqtt.Ack{}, stopIDs: map[string]bool{}, link: conf.Link,
 	}
 	n.log = conf.Logger.With("component", "mqtt-simnode", "robot", conf.RobotID)
 	return n, nil
@@ -161,6 +167,25 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.started = true
 	n.mu.Unlock()
+	if n.link != nil {
+		if err := n.link.join(n); err != nil {
+			n.mu.Lock()
+			n.started = false
+			n.mu.Unlock()
+			return err
+		}
+		if err := n.link.waitOnline(ctx, 10*time.Second); err != nil {
+			n.link.leave(n)
+			n.mu.Lock()
+			n.started = false
+			n.mu.Unlock()
+			return err
+		}
+		n.announce()
+		n.run(ctx)
+		n.log.Debug("simulated robot online over the shared MQTT link", "state", n.topics.State())
+		return nil
+	}
 	o := paho.NewClientOptions().AddBroker(n.conn.Broker).SetClientID(n.conn.ClientID).
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
 		SetMaxReconnectInterval(n.conn.ReconnectMax).SetKeepAlive(n.conn.KeepAlive).
@@ -191,6 +216,13 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	n.run(ctx)
+	n.log.Info("simulated robot online over MQTT", "conn", n.conn, "state", n.topics.State())
+	return nil
+}
+
+// run starts the simulation and the command worker until Close.
+func (n *Node) run(ctx context.Context) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	n.mu.Lock()
@@ -203,15 +235,54 @@ func (n *Node) Start(ctx context.Context) error {
 		wg.Wait()
 		close(done)
 	}()
-	n.log.Info("simulated robot online over MQTT", "conn", n.conn, "state", n.topics.State())
-	return nil
+}
+
+// announce says the robot online on its status topic, on a link (a node
+// with its own connection does so in onConnect). It runs at Start, after
+// each reconnect of the link and at Connect.
+func (n *Node) announce() {
+	if n.cut.Load() {
+		return
+	}
+	n.mu.Lock()
+	started := n.started
+	n.mu.Unlock()
+	if !started {
+		return
+	}
+	tok := n.send(n.topics.Status(), 1, true, mqtt.StatusOnline)
+	if tok == nil || !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		return
+	}
+	n.mu.Lock()
+	n.online = true
+	n.mu.Unlock()
+}
+
+// send publishes one message over the node's connection or its link; nil
+// when it is not connected (or, on a link, the node is disconnected).
+func (n *Node) send(topic string, qos byte, retained bool, payload any) paho.Token {
+	if n.link != nil {
+		if n.cut.Load() {
+			return nil
+		}
+		return n.link.publish(topic, qos, retained, payload)
+	}
+	if n.client == nil || !n.client.IsConnectionOpen() {
+		return nil
+	}
+	return n.client.Publish(topic, qos, retained, payload)
 }
 
 // Online reports whether the node is connected and announced online.
 func (n *Node) Online() bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.online
+	on := n.online
+	n.mu.Unlock()
+	if n.link != nil {
+		return on && !n.cut.Load() && n.link.Online()
+	}
+	return on
 }
 
 // Close stops the simulation and the robot, announces the robot offline
@@ -226,6 +297,16 @@ func (n *Node) Close() error {
 		<-done
 	}
 	n.sim.Stop()
+	if n.link != nil {
+		if tok := n.send(n.topics.Status(), 1, true, mqtt.StatusOffline); tok != nil {
+			tok.WaitTimeout(time.Second)
+		}
+		n.link.leave(n)
+		n.mu.Lock()
+		n.online, n.started = false, false
+		n.mu.Unlock()
+		return nil
+	}
 	if n.client != nil && n.client.IsConnectionOpen() {
 		n.client.Publish(n.topics.Status(), 1, true, mqtt.StatusOffline).WaitTimeout(time.Second)
 		n.client.Disconnect(100)
@@ -239,8 +320,20 @@ func (n *Node) Close() error {
 // pulled: the socket closes without an MQTT DISCONNECT, so the broker
 // publishes the robot's last will (offline), and every reconnect fails
 // until Connect. The simulated hardware runs on under its own command
-// watchdog.
+// watchdog. On a shared link, whose socket the other robots use, the node
+// says offline itself (what the broker would have published) and then
+// sends and hears nothing until Connect.
 func (n *Node) Disconnect() {
+	if n.link != nil {
+		if tok := n.send(n.topics.Status(), 1, true, mqtt.StatusOffline); tok != nil {
+			tok.WaitTimeout(time.Second)
+		}
+		n.cut.Store(true)
+		n.mu.Lock()
+		n.online = false
+		n.mu.Unlock()
+		return
+	}
 	n.cut.Store(true)
 	n.rawMu.Lock()
 	c := n.raw
@@ -251,8 +344,13 @@ func (n *Node) Disconnect() {
 }
 
 // Connect lets the robot's network back; paho reconnects on its next
-// backoff step.
-func (n *Node) Connect() { n.cut.Store(false) }
+// backoff step (on a link, the node says online again at once).
+func (n *Node) Connect() {
+	n.cut.Store(false)
+	if n.link != nil {
+		n.announce()
+	}
+}
 
 // open dials the broker for paho, failing while the link is cut.
 func (n *Node) open(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
@@ -280,7 +378,8 @@ func (n *Node) open(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 }
 
 func (n *Node) onConnect(c paho.Client) {
-	tok := c.SubscribeMultiple(map[string]byte{n.topics.CmdFilter(): n.qos, n.topics.Bridge(): 1}, n.route)
+	subs := map[string]byte{n.topics.CmdFilter(): n.qos, n.topics.Bridge(): 1, mqtt.FleetBridge(n.topics.Prefix): 1}
+	tok := c.SubscribeMultiple(subs, n.route)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		n.log.Warn("simnode: subscribe failed", "err", tok.Error())
 		return
@@ -296,7 +395,10 @@ func (n *Node) onConnect(c paho.Client) {
 // status act at once (they never wait behind a delayed ack); motion
 // commands go to the worker in arrival order.
 func (n *Node) route(_ paho.Client, m paho.Message) {
-	if m.Topic() == n.topics.Bridge() {
+	if n.link != nil && n.cut.Load() {
+		return // the robot's network is cut: it hears nothing
+	}
+	if m.Topic() == n.topics.Bridge() || m.Topic() == mqtt.FleetBridge(n.topics.Prefix) {
 		if strings.TrimSpace(string(m.Payload())) == mqtt.StatusOffline {
 			n.clearGoals()
 			n.sim.Stop()
@@ -443,16 +545,17 @@ func (n *Node) ack(a mqtt.Ack) {
 	if err != nil {
 		return
 	}
-	if n.client.IsConnectionOpen() {
-		n.client.Publish(n.topics.Ack(), n.qos, false, raw)
-	}
+	n.send(n.topics.Ack(), n.qos, false, raw)
 }
 
 // publish sends one state (retained, with the node's session and the next
 // seq, stamped with the node's clock), then judges the goals it watches.
 // It runs on the simulation's goroutine.
 func (n *Node) publish(st robot.State) {
-	if n.client == nil || !n.client.IsConnectionOpen() {
+	if n.link != nil && n.cut.Load() {
+		return
+	}
+	if n.link == nil && (n.client == nil || !n.client.IsConnectionOpen()) {
 		return
 	}
 	p := mqtt.StateFrom(st, n.session, n.seq.Add(1), n.clk.Now())
@@ -461,7 +564,7 @@ func (n *Node) publish(st robot.State) {
 		n.log.Warn("simnode: state not encodable", "err", err)
 		return
 	}
-	n.client.Publish(n.topics.State(), 0, true, raw)
+	n.send(n.topics.State(), 0, true, raw)
 	n.advance(st)
 	n.mu.Lock()
 	n.tick++
@@ -485,7 +588,7 @@ func (n *Node) publishEvents() {
 		since = e.Time
 		raw, err := mqtt.Marshal(mqtt.Event{V: mqtt.Version, Kind: e.Kind, Detail: e.Detail, Stamp: e.Time})
 		if err == nil {
-			n.client.Publish(n.topics.Events(), 0, false, raw)
+			n.send(n.topics.Events(), 0, false, raw)
 		}
 	}
 	n.mu.Lock()
