@@ -74,7 +74,7 @@ func (s *Service) Authorize(u safety.Use) error {
 		return nil
 	}
 	if g.b != nil {
-		if err := g.b.contains(u.Args, s.labelOf); err != nil {
+		if err := g.b.contains(u.Args, g.rb.labelOf); err != nil {
 			err.GrantID = u.GrantID
 			return err
 		}

@@ -57,13 +57,25 @@
 // announced on [Service.Subscribe] for the console's event stream and the
 // audit trail. [NewHTTPHandler] serves the operator API:
 //
-//	GET    /v1/approvals?status=pending  → {"approvals":[Approval…]}
+//	GET    /v1/approvals?status=pending&robot=r7 → {"approvals":[Approval…]}
 //	GET    /v1/approvals/{id}            → {"approval":Approval}
 //	POST   /v1/approvals/{id}/approve    {"reason"?, "grant"?:{"scope":Scope,"ttl":"10m"}} → {"approval":…, "grant"?:…}
 //	POST   /v1/approvals/{id}/deny       {"reason":"…"} → {"approval":…}
-//	GET    /v1/grants                    → {"grants":[Grant…]} (active ones)
-//	POST   /v1/grants                    {"scope":Scope,"ttl":"10m"} → 201 {"grant":Grant}
+//	GET    /v1/grants?robot=r7           → {"grants":[Grant…]} (active ones)
+//	POST   /v1/grants                    {"robot_id"?, "scope":Scope,"ttl":"10m"} → 201 {"grant":Grant}
 //	DELETE /v1/grants/{id}               {"reason"?} → {"grant":Grant} (revokes it)
+//
+// One service decides for every robot of a bridge (Conf.Robots): each
+// request, approval and grant is one robot's (robot_id). A robot's
+// latches refuse only its own requests and approvals, a grant authorizes
+// only its own robot and its scope is checked against that robot's
+// config, and [Service.Robot] gives each robot's action runner an
+// approver whose withdraw-everything on an e-stop withdraws only that
+// robot's requests. The lists show every robot; ?robot= (one of the
+// robots, else 400) shows one. POST /v1/grants needs robot_id when the
+// bridge has several robots (400 listing them otherwise); with one it is
+// optional and must be that robot's id when given. A grant made along
+// with an approval is for the approval's robot.
 //
 // Errors are {"error":{"type":…,"message":…}} with the toolerr type names:
 // 400 INVALID_PARAMS, 404 NOT_FOUND, 409 CONFLICT (the request is no longer

@@ -68,6 +68,7 @@ func FuzzDecodeRevokeBody(f *testing.F) {
 
 func FuzzDecodeGrantBody(f *testing.F) {
 	f.Add([]byte(`{"scope":{"tool":"move_base_to","rect":{"min_x":0,"min_y":0,"max_x":2,"max_y":2}},"ttl":"5m"}`))
+	f.Add([]byte(`{"robot_id":"amr-7","scope":{"tool":"release"},"ttl":"5m"}`))
 	cfg := loadConfig(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		spec, err := decodeGrantBody(b)

@@ -12,6 +12,9 @@ import (
 // mutable field is guarded by Service.mu once the grant is in the map.
 type grant struct {
 	snap Grant
+	// rb is the grant's robot (immutable): its labels check a grasp
+	// scope's objects.
+	rb *robotState
 	// b is a scoped grant's compiled bounds (immutable).
 	b *bounds
 	// boundTask is the task an approve-once grant belongs to; started is
@@ -45,10 +48,11 @@ func (g *grant) snapshot(now time.Time) Grant {
 	return s
 }
 
-// coveringGrant returns the active scoped grant for tool whose bounds hold
-// args (the one lasting longest, when several do), or nil. Caller holds
-// decideMu; bounds are checked outside mu because a label lookup calls out.
-func (s *Service) coveringGrant(tool string, args map[string]any, now time.Time) *Grant {
+// coveringGrant returns the active scoped grant of robot rb for tool whose
+// bounds hold args (the one lasting longest, when several do), or nil: a
+// grant for another robot never covers a request. Caller holds decideMu;
+// bounds are checked outside mu because a label lookup calls out.
+func (s *Service) coveringGrant(rb *robotState, tool string, args map[string]any, now time.Time) *Grant {
 	type cand struct {
 		b    *bounds
 		snap Grant
@@ -56,7 +60,7 @@ func (s *Service) coveringGrant(tool string, args map[string]any, now time.Time)
 	var cands []cand
 	s.mu.RLock()
 	for _, g := range s.grants {
-		if g.b != nil && g.snap.Tool == tool && g.snap.RevokedAt == nil && now.Before(g.snap.ExpiresAt) {
+		if g.b != nil && g.snap.RobotID == rb.id && g.snap.Tool == tool && g.snap.RevokedAt == nil && now.Before(g.snap.ExpiresAt) {
 			cands = append(cands, cand{g.b, g.snapshot(now)})
 		}
 	}
@@ -68,17 +72,34 @@ func (s *Service) coveringGrant(tool string, args map[string]any, now time.Time)
 		return cands[i].snap.ID < cands[j].snap.ID
 	})
 	for _, c := range cands {
-		if c.b.contains(args, s.labelOf) == nil {
+		if c.b.contains(args, rb.labelOf) == nil {
 			return &c.snap
 		}
 	}
 	return nil
 }
 
-// CreateGrant creates a scoped grant directly: any call of scope.Tool inside
-// its bounds is approved and authorized until ttl passes or it is revoked.
-// Requests already pending are left for the operator to decide.
+// CreateGrant creates a scoped grant for the service's one robot; see
+// CreateGrantFor. With several robots it is refused (an *InvalidError on
+// robot_id listing them): a grant is one robot's, and which is never
+// implied.
 func (s *Service) CreateGrant(ctx context.Context, by string, scope Scope, ttl time.Duration) (Grant, error) {
+	return s.CreateGrantFor(ctx, "", by, scope, ttl)
+}
+
+// CreateGrantFor creates a scoped grant for robot robotID directly: any
+// call of scope.Tool by that robot inside its bounds is approved and
+// authorized until ttl passes or it is revoked; it authorizes no other
+// robot. The scope is checked against that robot's own config (its named
+// poses and locations, its max_grant_ttl) and its objects. robotID may be
+// empty only when the service has one robot; a missing or unknown one is
+// an *InvalidError on robot_id that lists the robots. Requests already
+// pending are left for the operator to decide.
+func (s *Service) CreateGrantFor(ctx context.Context, robotID, by string, scope Scope, ttl time.Duration) (Grant, error) {
+	rb, err := s.robotFor("robot_id", robotID)
+	if err != nil {
+		return Grant{}, err
+	}
 	if err := checkName("by", by); err != nil {
 		return Grant{}, err
 	}
@@ -87,7 +108,7 @@ func (s *Service) CreateGrant(ctx context.Context, by string, scope Scope, ttl t
 	if s.closed {
 		return Grant{}, ErrClosed
 	}
-	g, err := s.newScoped(scope, ttl, by, "scope", "ttl")
+	g, err := s.newScoped(rb, scope, ttl, by, "scope", "ttl")
 	if err != nil {
 		return Grant{}, err
 	}
@@ -105,28 +126,30 @@ func (s *Service) CreateGrant(ctx context.Context, by string, scope Scope, ttl t
 	}
 	s.insertGrant(g)
 	s.publish(Event{Type: EventGrantCreated, Time: now, Grant: &snap})
-	s.log.Info("scoped grant created", "grant_id", snap.ID, "tool", snap.Tool, "by", by, "expires_at", snap.ExpiresAt, "scope", snap.Description)
+	s.log.Info("scoped grant created", "grant_id", snap.ID, "robot_id", snap.RobotID, "tool", snap.Tool, "by", by, "expires_at", snap.ExpiresAt, "scope", snap.Description)
 	return snap, nil
 }
 
-// newScoped validates a scope and TTL into a grant without id or times.
-func (s *Service) newScoped(sc Scope, ttl time.Duration, by, scopeField, ttlField string) (*grant, error) {
+// newScoped validates a scope and TTL against robot rb into a grant of
+// that robot without id or times.
+func (s *Service) newScoped(rb *robotState, sc Scope, ttl time.Duration, by, scopeField, ttlField string) (*grant, error) {
 	if ttl <= 0 {
-		return nil, invalid(ttlField, "required: a positive duration like \"10m\", at most %s", ttlWords(s.maxGrantTTL))
+		return nil, invalid(ttlField, "required: a positive duration like \"10m\", at most %s", ttlWords(rb.maxGrantTTL))
 	}
-	if ttl > s.maxGrantTTL {
-		return nil, invalid(ttlField, "%s is longer than this robot's max_grant_ttl of %s", ttlWords(ttl), ttlWords(s.maxGrantTTL))
+	if ttl > rb.maxGrantTTL {
+		return nil, invalid(ttlField, "%s is longer than this robot's max_grant_ttl of %s", ttlWords(ttl), ttlWords(rb.maxGrantTTL))
 	}
-	b, err := compileScope(s.cfg, sc, scopeField)
+	b, err := compileScope(rb.cfg, sc, scopeField)
 	if err != nil {
 		return nil, err
 	}
 	scope := b.scope
 	return &grant{
 		snap: Grant{
-			Kind: GrantScoped, Tool: b.tool, RobotID: s.robotID, Scope: &scope, CreatedBy: by,
+			Kind: GrantScoped, Tool: b.tool, RobotID: rb.id, Scope: &scope, CreatedBy: by,
 			Description: b.desc,
 		},
+		rb:    rb,
 		b:     b,
 		tasks: map[string]string{},
 	}, nil
@@ -201,13 +224,13 @@ func (s *Service) expireGrant(id string) *GrantEnd {
 	if !g.ended && (g.b != nil || !g.started) {
 		g.ended = true
 		end = &GrantEnd{
-			GrantID: id, By: SystemActor, Expired: true,
+			GrantID: id, RobotID: snap.RobotID, By: SystemActor, Expired: true,
 			Reason: "its time limit ran out at " + clockTime(snap.ExpiresAt),
 		}
 	}
 	s.mu.Unlock()
 	s.publish(Event{Type: EventGrantExpired, Time: now, Grant: &snap})
-	s.log.Info("grant expired", "grant_id", id, "tool", snap.Tool, "ends_motion", end != nil)
+	s.log.Info("grant expired", "grant_id", id, "robot_id", snap.RobotID, "tool", snap.Tool, "ends_motion", end != nil)
 	return end
 }
 
@@ -291,7 +314,7 @@ func (s *Service) revoke(ctx context.Context, grantID, by, reason string) (Grant
 	g.snap.RevokedAt, g.snap.RevokedBy, g.snap.RevokeReason = &now, by, reason
 	if !g.ended {
 		g.ended = true
-		end = &GrantEnd{GrantID: grantID, By: by, Reason: reason}
+		end = &GrantEnd{GrantID: grantID, RobotID: snap.RobotID, By: by, Reason: reason}
 	}
 	s.mu.Unlock()
 	if t := s.grantTimers[grantID]; t != nil {
@@ -299,18 +322,25 @@ func (s *Service) revoke(ctx context.Context, grantID, by, reason string) (Grant
 		delete(s.grantTimers, grantID)
 	}
 	s.publish(Event{Type: EventGrantRevoked, Time: now, Grant: &snap})
-	s.log.Info("grant revoked", "grant_id", grantID, "tool", snap.Tool, "by", by, "reason", reason)
+	s.log.Info("grant revoked", "grant_id", grantID, "robot_id", snap.RobotID, "tool", snap.Tool, "by", by, "reason", reason)
 	return snap, end, nil
 }
 
-// Grants returns the active grants (neither expired nor revoked), oldest
-// first.
-func (s *Service) Grants() []Grant {
+// Grants returns the active grants (neither expired nor revoked) of every
+// robot, oldest first.
+func (s *Service) Grants() []Grant { return s.GrantsRobot("") }
+
+// GrantsRobot is Grants for one robot's grants ("" for every robot's). An
+// unknown robot has none; see CheckRobotFilter.
+func (s *Service) GrantsRobot(robotID string) []Grant {
 	now := s.clock.Now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Grant
 	for _, g := range s.grants {
+		if robotID != "" && g.snap.RobotID != robotID {
+			continue
+		}
 		if snap := g.snapshot(now); snap.Status == GrantActive {
 			out = append(out, snap)
 		}

@@ -241,7 +241,7 @@ func TestRevoke_CallsGrantEndedWithOperatorAndReason(t *testing.T) {
 
 	// Then before Revoke returned the hook was told who and why, with no
 	// lock held, and the reason is recorded on the grant and in the store
-	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: "bob", Reason: "a person is at the table"}}, ends.all(t))
+	require.Equal(t, []GrantEnd{{GrantID: g.ID, RobotID: f.cfg.Robot.ID, By: "bob", Reason: "a person is at the table"}}, ends.all(t))
 	require.Equal(t, "a person is at the table", rg.RevokeReason)
 	stored := st.grants[len(st.grants)-1]
 	require.Equal(t, GrantRevoked, stored.Status)
@@ -297,7 +297,7 @@ func TestGrantEnded_ScopedGrantTTLFiringEndsItsMotions(t *testing.T) {
 
 	// Then the hook is told it expired, once, with no lock held
 	require.Equal(t, []GrantEnd{{
-		GrantID: g.ID, By: SystemActor, Expired: true,
+		GrantID: g.ID, RobotID: f.cfg.Robot.ID, By: SystemActor, Expired: true,
 		Reason: "its time limit ran out at 12:05:00 UTC",
 	}}, ends.all(t))
 
@@ -341,7 +341,7 @@ func TestGrantEnded_OnceGrantTTL(t *testing.T) {
 			err = f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args))
 			if tc.wantEnded {
 				require.Equal(t, []GrantEnd{{
-					GrantID: g, By: SystemActor, Expired: true,
+					GrantID: g, RobotID: f.cfg.Robot.ID, By: SystemActor, Expired: true,
 					Reason: "its time limit ran out at 12:01:00 UTC",
 				}}, ends.all(t))
 				require.ErrorIs(t, err, safety.ErrGrantExpired)
@@ -353,7 +353,7 @@ func TestGrantEnded_OnceGrantTTL(t *testing.T) {
 			// And a revoke still ends it, at once
 			_, err = f.svc.RevokeWith(context.Background(), g, "bob", RevokeOptions{Reason: "stop that"})
 			require.NoError(t, err)
-			require.Equal(t, []GrantEnd{{GrantID: g, By: "bob", Reason: "stop that"}}, ends.all(t))
+			require.Equal(t, []GrantEnd{{GrantID: g, RobotID: f.cfg.Robot.ID, By: "bob", Reason: "stop that"}}, ends.all(t))
 			require.ErrorIs(t, f.svc.Authorize(f.use(g, "task-1", ToolMoveBase, args)), safety.ErrGrantRevoked)
 		})
 	}

@@ -91,7 +91,28 @@ func (h *httpHandler) list(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("status: unknown status %q (allowed: pending, approved, denied, expired, cancelled, or none for all)", status))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": h.svc.List(status)})
+	robotID, ok := h.robotFilter(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": h.svc.ListRobot(status, robotID)})
+}
+
+// robotFilter reads the optional ?robot= of a listing: one of the
+// service's robots, or none for every robot. On false the error response
+// is already written.
+func (h *httpHandler) robotFilter(w http.ResponseWriter, r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	if len(q["robot"]) > 1 {
+		writeError(w, http.StatusBadRequest, toolerr.InvalidParams, "robot: give at most one robot id (robots: "+JoinRobotIDs(h.svc.Robots())+")")
+		return "", false
+	}
+	id := q.Get("robot")
+	if err := h.svc.CheckRobotFilter("robot", id); err != nil {
+		h.fail(w, r, err)
+		return "", false
+	}
+	return id, true
 }
 
 func (h *httpHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -155,8 +176,12 @@ func (h *httpHandler) deny(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"approval": a})
 }
 
-func (h *httpHandler) listGrants(w http.ResponseWriter, _ *http.Request) {
-	g := h.svc.Grants()
+func (h *httpHandler) listGrants(w http.ResponseWriter, r *http.Request) {
+	robotID, ok := h.robotFilter(w, r)
+	if !ok {
+		return
+	}
+	g := h.svc.GrantsRobot(robotID)
 	if g == nil {
 		g = []Grant{}
 	}
@@ -177,7 +202,7 @@ func (h *httpHandler) createGrant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	g, err := h.svc.CreateGrant(r.Context(), by, spec.Scope, spec.TTL)
+	g, err := h.svc.CreateGrantFor(r.Context(), spec.RobotID, by, spec.Scope, spec.TTL)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -303,6 +328,20 @@ type grantBody struct {
 	TTL   string `json:"ttl"`
 }
 
+// createGrantBody is POST /v1/grants: a grant, and the robot it is for
+// (required when the bridge has several). A grant made along with an
+// approval is for the approval's robot, so its body has no robot_id.
+type createGrantBody struct {
+	grantBody
+	RobotID string `json:"robot_id"`
+}
+
+// createGrantSpec is a decoded POST /v1/grants.
+type createGrantSpec struct {
+	GrantSpec
+	RobotID string
+}
+
 type reasonBody struct {
 	Reason *string `json:"reason"`
 }
@@ -363,16 +402,21 @@ func decodeRevokeBody(b []byte) (string, error) {
 	return *body.Reason, nil
 }
 
-// decodeGrantBody decodes POST /v1/grants.
-func decodeGrantBody(b []byte) (GrantSpec, error) {
-	var body grantBody
+// decodeGrantBody decodes POST /v1/grants. The robot_id is checked by the
+// service, which knows the robots.
+func decodeGrantBody(b []byte) (createGrantSpec, error) {
+	var body createGrantBody
 	if len(bytes.TrimSpace(b)) == 0 {
-		return GrantSpec{}, invalid("", "a body is required: {\"scope\": {\"tool\": …, bounds…}, \"ttl\": \"10m\"}")
+		return createGrantSpec{}, invalid("", "a body is required: {\"robot_id\": …, \"scope\": {\"tool\": …, bounds…}, \"ttl\": \"10m\"}")
 	}
-	if err := decodeStrict(b, &body, "scope, ttl"); err != nil {
-		return GrantSpec{}, err
+	if err := decodeStrict(b, &body, "robot_id, scope, ttl"); err != nil {
+		return createGrantSpec{}, err
 	}
-	return body.spec("", true)
+	spec, err := body.spec("", true)
+	if err != nil {
+		return createGrantSpec{}, err
+	}
+	return createGrantSpec{GrantSpec: spec, RobotID: body.RobotID}, nil
 }
 
 func (g *grantBody) spec(prefix string, scopeRequired bool) (GrantSpec, error) {

@@ -412,7 +412,7 @@ func TestHTTP_DeleteGrantRevokesWithReasonAndEndsIt(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Equal(t, "revoked", r.obj("grant")["status"])
 	require.Equal(t, "the gripper is slipping", r.obj("grant")["revoke_reason"])
-	require.Equal(t, []GrantEnd{{GrantID: g.ID, By: "bob", Reason: "the gripper is slipping"}}, ends.all(t))
+	require.Equal(t, []GrantEnd{{GrantID: g.ID, RobotID: f.cfg.Robot.ID, By: "bob", Reason: "the gripper is slipping"}}, ends.all(t))
 	err = f.svc.Authorize(u)
 	require.ErrorIs(t, err, safety.ErrGrantRevoked)
 	require.ErrorContains(t, err, "operator bob revoked the grant")

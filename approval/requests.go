@@ -23,10 +23,12 @@ type waiter struct {
 }
 
 // Request implements actions.Approver. It files a pending request, or — when
-// an active scoped grant covers the call — records it as approved by that
-// grant and delivers the approval at once. While Conf.Latched reports an
-// e-stop or a fault, nothing is filed or approved and its error is
-// returned. Errors are *toolerr.Error.
+// an active scoped grant of the same robot covers the call — records it as
+// approved by that grant and delivers the approval at once. While the
+// robot's Latched reports an e-stop or a fault, nothing is filed or
+// approved and its error is returned. r.RobotID must be one of the
+// service's robots; it may be empty only when there is one. Errors are
+// *toolerr.Error.
 func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (string, <-chan actions.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, toolerr.New(toolerr.Internal, "the approval request was abandoned: %v", err).Wrap(err)
@@ -34,12 +36,11 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 	if strings.TrimSpace(r.Tool) == "" {
 		return "", nil, toolerr.New(toolerr.Internal, "approval request without a tool name").Wrap(ErrInvalid)
 	}
-	if r.RobotID == "" {
-		r.RobotID = s.robotID
+	rb, err := s.requestRobot(r.RobotID)
+	if err != nil {
+		return "", nil, err
 	}
-	if r.RobotID != s.robotID {
-		return "", nil, toolerr.New(toolerr.Internal, "approval request for robot %q sent to the approval service of robot %q", r.RobotID, s.robotID).Wrap(ErrInvalid)
-	}
+	r.RobotID = rb.id
 	args := cloneArgs(r.Arguments)
 	hash := safety.ArgsHash(r.Tool, args)
 	if r.ArgsHash != "" && r.ArgsHash != hash {
@@ -60,17 +61,20 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 	if s.closed {
 		return "", nil, toolerr.New(toolerr.Unavailable, "the approval service is shutting down").Wrap(ErrClosed)
 	}
-	if err := s.latchedLocked(); err != nil {
-		s.log.Info("approval request refused: a safety latch is set", "task_id", r.TaskID, "tool", r.Tool, "err", err)
+	if err := rb.latchedLocked(); err != nil {
+		s.log.Info("approval request refused: a safety latch is set", "robot_id", rb.id, "task_id", r.TaskID, "tool", r.Tool, "err", err)
 		if toolerr.As(err) != nil {
 			return "", nil, err
 		}
 		return "", nil, toolerr.New(toolerr.SafetyViolation, "no approval request was filed: %v", err).Wrap(err)
 	}
 	now := s.clock.Now()
-	if n := s.pendingCount(now); n >= s.maxPending {
+	if n := s.pendingCount(rb.id, now); n >= s.maxPending {
 		e := toolerr.New(toolerr.RateLimited, "%d approval requests are already waiting for an operator", n)
-		e.RetryAfter = s.approvalTTL
+		if len(s.robots) > 1 {
+			e = toolerr.New(toolerr.RateLimited, "%d approval requests for robot %s are already waiting for an operator", n, rb.id)
+		}
+		e.RetryAfter = rb.approvalTTL
 		return "", nil, e
 	}
 	id, err := s.uniqueID("apr_")
@@ -80,11 +84,11 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 	a := &Approval{
 		ID: id, TaskID: r.TaskID, Tool: r.Tool, Arguments: args, ArgsHash: hash, RobotID: r.RobotID,
 		Preview: preview, Target: target, RobotState: r.RobotState, Status: StatusPending,
-		RequestedBy: r.RequestedBy, SessionID: r.SessionID, CreatedAt: now, ExpiresAt: now.Add(s.approvalTTL),
+		RequestedBy: r.RequestedBy, SessionID: r.SessionID, CreatedAt: now, ExpiresAt: now.Add(rb.approvalTTL),
 	}
 	ch := make(chan actions.Decision, 1)
 
-	if g := s.coveringGrant(r.Tool, args, now); g != nil {
+	if g := s.coveringGrant(rb, r.Tool, args, now); g != nil {
 		// Covered by a scoped grant: record it approved by that grant.
 		a.Status = StatusApproved
 		a.DecidedAt = &now
@@ -100,7 +104,7 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 			GrantScope: g.Description, GrantExpires: g.ExpiresAt,
 		}
 		close(ch)
-		s.log.Info("approval covered by scoped grant", "approval_id", id, "task_id", r.TaskID, "tool", r.Tool, "grant_id", g.ID)
+		s.log.Info("approval covered by scoped grant", "approval_id", id, "robot_id", rb.id, "task_id", r.TaskID, "tool", r.Tool, "grant_id", g.ID)
 		created := *a
 		created.Status, created.DecidedAt, created.DecidedBy, created.GrantID, created.Reason = StatusPending, nil, "", "", ""
 		s.publish(Event{Type: EventApprovalCreated, Time: now, Approval: &created})
@@ -112,20 +116,42 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 		return "", nil, toolerr.New(toolerr.Internal, "could not record the approval request").Wrap(err)
 	}
 	s.insertApproval(a)
-	s.waiters[id] = &waiter{ch: ch, timer: s.clock.AfterFunc(s.approvalTTL, func() { s.onApprovalTimer(id) })}
-	s.log.Info("approval requested", "approval_id", id, "task_id", r.TaskID, "tool", r.Tool,
+	s.waiters[id] = &waiter{ch: ch, timer: s.clock.AfterFunc(rb.approvalTTL, func() { s.onApprovalTimer(id) })}
+	s.log.Info("approval requested", "approval_id", id, "robot_id", rb.id, "task_id", r.TaskID, "tool", r.Tool,
 		"requested_by", r.RequestedBy, "expires_at", a.ExpiresAt)
 	s.publish(Event{Type: EventApprovalCreated, Time: now, Approval: a})
 	return id, ch, nil
 }
 
-// pendingCount counts requests still pending at now. Caller holds decideMu.
-func (s *Service) pendingCount(now time.Time) int {
+// requestRobot resolves an approval request's robot id: empty is the one
+// robot of a one-robot service. The refusals are INTERNAL, because the
+// action runner, not an operator, names the robot.
+func (s *Service) requestRobot(id string) (*robotState, error) {
+	if id == "" {
+		if len(s.robots) == 1 {
+			return s.robots[0], nil
+		}
+		return nil, toolerr.New(toolerr.Internal, "approval request without a robot id sent to the approval service of %d robots (%s)",
+			len(s.robots), JoinRobotIDs(s.Robots())).Wrap(ErrInvalid)
+	}
+	if rb, ok := s.byID[id]; ok {
+		return rb, nil
+	}
+	if len(s.robots) == 1 {
+		return nil, toolerr.New(toolerr.Internal, "approval request for robot %q sent to the approval service of robot %q", id, s.robots[0].id).Wrap(ErrInvalid)
+	}
+	return nil, toolerr.New(toolerr.Internal, "approval request for robot %q, which is not one of the approval service's robots (%s)",
+		id, JoinRobotIDs(s.Robots())).Wrap(ErrInvalid)
+}
+
+// pendingCount counts robotID's requests still pending at now. Caller
+// holds decideMu.
+func (s *Service) pendingCount(robotID string, now time.Time) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	n := 0
 	for id := range s.waiters {
-		if a := s.approvals[id]; a != nil && now.Before(a.ExpiresAt) {
+		if a := s.approvals[id]; a != nil && a.RobotID == robotID && now.Before(a.ExpiresAt) {
 			n++
 		}
 	}
@@ -158,12 +184,20 @@ func (s *Service) insertApproval(a *Approval) {
 // Withdraw implements actions.Approver: the task was cancelled, so its
 // pending request ends Cancelled. A request that is no longer pending is
 // left as it is.
-func (s *Service) Withdraw(approvalID, reason string) {
+func (s *Service) Withdraw(approvalID, reason string) { s.withdrawOf("", approvalID, reason) }
+
+// withdrawOf is Withdraw, for robotID's requests only (any robot's when
+// robotID is empty).
+func (s *Service) withdrawOf(robotID, approvalID, reason string) {
 	s.decideMu.Lock()
 	defer s.decideMu.Unlock()
 	a, w := s.pendingLocked(approvalID)
 	if a == nil {
 		s.log.Debug("withdraw of a request that is not pending", "approval_id", approvalID)
+		return
+	}
+	if robotID != "" && a.RobotID != robotID {
+		s.log.Warn("withdraw of another robot's request ignored", "approval_id", approvalID, "robot_id", a.RobotID, "by_robot", robotID)
 		return
 	}
 	if strings.TrimSpace(reason) == "" {
@@ -172,14 +206,32 @@ func (s *Service) Withdraw(approvalID, reason string) {
 	s.withdrawLocked(a, w, reason)
 }
 
-// WithdrawAll withdraws every pending request, of every task, as Withdraw
-// does one: each waiter receives a Cancelled decision with reason, and
-// each withdrawal is recorded (cancelled, by SystemActor) and announced.
-// The supervisor's side calls it when the e-stop latches, so that no
-// motion planned before the latch can be approved after the reset. A
-// request already past its TTL is expired instead and not counted. It
-// returns how many requests it withdrew; after Close it does nothing.
-func (s *Service) WithdrawAll(reason string) int {
+// WithdrawAll withdraws every pending request, of every task and every
+// robot, as Withdraw does one: each waiter receives a Cancelled decision
+// with reason, and each withdrawal is recorded (cancelled, by
+// SystemActor) and announced. The supervisor's side calls it when the
+// e-stop latches, so that no motion planned before the latch can be
+// approved after the reset. A request already past its TTL is expired
+// instead and not counted. It returns how many requests it withdrew;
+// after Close it does nothing.
+//
+// In a fleet, one robot's e-stop must withdraw only that robot's
+// requests: give each robot's runner Service.Robot(id), whose WithdrawAll
+// is WithdrawRobot.
+func (s *Service) WithdrawAll(reason string) int { return s.withdrawAll("", reason) }
+
+// WithdrawRobot is WithdrawAll for one robot's pending requests: the other
+// robots' stay pending. An unknown robot has none.
+func (s *Service) WithdrawRobot(robotID, reason string) int {
+	if robotID == "" {
+		return 0
+	}
+	return s.withdrawAll(robotID, reason)
+}
+
+// withdrawAll withdraws robotID's pending requests, every robot's when it
+// is empty.
+func (s *Service) withdrawAll(robotID, reason string) int {
 	if strings.TrimSpace(reason) == "" {
 		reason = "every pending approval request was withdrawn"
 	}
@@ -191,12 +243,16 @@ func (s *Service) WithdrawAll(reason string) int {
 	n := 0
 	for _, id := range slices.Clone(s.order) {
 		a, w := s.pendingLocked(id)
-		if a == nil {
+		if a == nil || (robotID != "" && a.RobotID != robotID) {
 			continue
 		}
 		if s.withdrawLocked(a, w, reason) {
 			n++
 		}
+	}
+	if robotID != "" {
+		s.log.Info("every pending approval of the robot withdrawn", "robot_id", robotID, "count", n, "reason", reason)
+		return n
 	}
 	s.log.Info("every pending approval withdrawn", "count", n, "reason", reason)
 	return n
@@ -259,7 +315,7 @@ func (s *Service) onApprovalTimer(id string) {
 func (s *Service) expireLocked(a *Approval, w *waiter) {
 	rec := *a
 	at := a.ExpiresAt
-	rec.Status, rec.DecidedAt, rec.DecidedBy, rec.Reason = StatusExpired, &at, SystemActor, s.expiryReason()
+	rec.Status, rec.DecidedAt, rec.DecidedBy, rec.Reason = StatusExpired, &at, SystemActor, s.expiryReason(a)
 	if err := s.store.SaveApproval(context.Background(), rec); err != nil {
 		s.log.Error("could not record an expired approval request; expiring it anyway", "approval_id", a.ID, "err", err)
 	}
@@ -267,8 +323,12 @@ func (s *Service) expireLocked(a *Approval, w *waiter) {
 	s.log.Info("approval expired", "approval_id", a.ID, "task_id", a.TaskID, "tool", a.Tool)
 }
 
-func (s *Service) expiryReason() string {
-	return fmt.Sprintf("no operator decided within %s", s.approvalTTL)
+// expiryReason says why a request expired, in its robot's approval TTL.
+func (s *Service) expiryReason(a *Approval) string {
+	if rb, ok := s.byID[a.RobotID]; ok {
+		return rb.expiryReason()
+	}
+	return fmt.Sprintf("no operator decided within %s", a.ExpiresAt.Sub(a.CreatedAt))
 }
 
 // finishLocked applies a final status: it replaces the record, delivers the
@@ -346,7 +406,9 @@ type GrantSpec struct {
 // *InvalidError (ErrInvalid).
 //
 // The latches are checked at the moment of the decision, under the lock
-// that decides: while Conf.Latched reports an e-stop or a fault, Approve
+// that decides: while the latches of the request's robot (Conf.Latched, or
+// that Robot's Latched; never another robot's) report an e-stop or a
+// fault, Approve
 // creates no grant, withdraws the request (its task gets a Cancelled
 // decision naming the latch) and returns a *LatchedError (ErrLatched).
 // Withdrawn rather than left pending, because the motion was planned for
@@ -365,7 +427,11 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 	if err != nil {
 		return Approval{}, err
 	}
-	if lerr := s.latchedLocked(); lerr != nil {
+	rb, err := s.requestRobot(a.RobotID)
+	if err != nil {
+		return Approval{}, err
+	}
+	if lerr := rb.latchedLocked(); lerr != nil {
 		s.withdrawLocked(a, w, fmt.Sprintf("withdrawn when %s tried to approve it, because a safety latch was set: %v", by, lerr))
 		return Approval{}, &LatchedError{ApprovalID: a.ID, Err: lerr}
 	}
@@ -375,7 +441,7 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 		if strings.TrimSpace(sc.Tool) == "" {
 			sc.Tool = a.Tool
 		}
-		if scoped, err = s.newScoped(sc, opts.Grant.TTL, by, "grant.scope", "grant.ttl"); err != nil {
+		if scoped, err = s.newScoped(rb, sc, opts.Grant.TTL, by, "grant.scope", "grant.ttl"); err != nil {
 			return Approval{}, err
 		}
 		scoped.snap.ApprovalID = a.ID
@@ -391,9 +457,10 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 	once := &grant{
 		snap: Grant{
 			ID: onceID, Kind: GrantOnce, Tool: a.Tool, RobotID: a.RobotID, ArgsHash: a.ArgsHash,
-			ApprovalID: a.ID, CreatedBy: by, CreatedAt: now, ExpiresAt: now.Add(s.onceTTL),
+			ApprovalID: a.ID, CreatedBy: by, CreatedAt: now, ExpiresAt: now.Add(rb.onceTTL),
 			Description: "once: " + a.Preview,
 		},
+		rb:        rb,
 		boundTask: a.TaskID,
 	}
 	rec := *a
@@ -437,7 +504,7 @@ func (s *Service) Approve(ctx context.Context, id, by string, opts ApproveOption
 	if scoped != nil {
 		s.publish(Event{Type: EventGrantCreated, Time: now, Grant: &scopedSnap})
 	}
-	s.log.Info("approval approved", "approval_id", a.ID, "task_id", a.TaskID, "tool", a.Tool, "by", by,
+	s.log.Info("approval approved", "approval_id", a.ID, "robot_id", a.RobotID, "task_id", a.TaskID, "tool", a.Tool, "by", by,
 		"grant_id", onceID, "scoped_grant_id", rec.ScopedGrantID)
 	return rec, nil
 }
@@ -471,15 +538,22 @@ func (s *Service) Deny(ctx context.Context, id, by, reason string) (Approval, er
 	return rec, nil
 }
 
-// List returns the requests with the given status ("" for all), oldest
-// first. A pending request past its TTL is shown as expired even if its
-// timer has not fired yet, exactly as it will be recorded.
-func (s *Service) List(status string) []Approval {
+// List returns the requests with the given status ("" for all), of every
+// robot, oldest first. A pending request past its TTL is shown as expired
+// even if its timer has not fired yet, exactly as it will be recorded.
+func (s *Service) List(status string) []Approval { return s.ListRobot(status, "") }
+
+// ListRobot is List for one robot's requests ("" for every robot's). An
+// unknown robot has none; see CheckRobotFilter.
+func (s *Service) ListRobot(status, robotID string) []Approval {
 	now := s.clock.Now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]Approval, 0, len(s.approvals))
 	for _, a := range s.approvals {
+		if robotID != "" && a.RobotID != robotID {
+			continue
+		}
 		v := s.view(a, now)
 		if status == "" || string(v.Status) == status {
 			out = append(out, v)
@@ -506,7 +580,7 @@ func (s *Service) view(a *Approval, now time.Time) Approval {
 	v := *a
 	if v.Status == StatusPending && !now.Before(v.ExpiresAt) {
 		at := v.ExpiresAt
-		v.Status, v.DecidedAt, v.DecidedBy, v.Reason = StatusExpired, &at, SystemActor, s.expiryReason()
+		v.Status, v.DecidedAt, v.DecidedBy, v.Reason = StatusExpired, &at, SystemActor, s.expiryReason(a)
 	}
 	return v
 }

@@ -64,8 +64,15 @@ func (nopStore) SaveGrant(context.Context, Grant) error       { return nil }
 type Conf struct {
 	// Config is the robot's hw-config: its id, safety.approval_ttl,
 	// safety.max_grant_ttl, the actions that need approval, the named
-	// locations and poses scopes are checked against. Required.
+	// locations and poses scopes are checked against. Required unless
+	// Robots is given; with Robots it is not used.
 	Config *hwconfig.Config
+	// Robots (optional) is every robot the service decides for, in config
+	// order: a fleet. Empty means one robot, built from Config, Objects
+	// and Latched exactly as before; with Robots, Objects and Latched must
+	// be left nil (each robot has its own), so that no latch is silently
+	// ignored.
+	Robots []Robot
 	// Clock (optional) drives expiry. It defaults to the real clock.
 	Clock clockwork.Clock
 	// Logger (optional). It defaults to slog.Default(); the service adds
@@ -84,13 +91,15 @@ type Conf struct {
 	Objects actions.Objects
 	// OnceGrantTTL (optional) is how long after an approval the task may
 	// start its motion on the approve-once grant. It defaults to the
-	// approval TTL.
+	// approval TTL (each robot's own).
 	OnceGrantTTL time.Duration
 	// EventBuffer (optional) is each subscriber's channel buffer. It
 	// defaults to 256.
 	EventBuffer int
 	// MaxPending (optional) caps the requests waiting for an operator at
-	// once; more are refused with RATE_LIMITED. It defaults to 64.
+	// once, per robot; more are refused with RATE_LIMITED. It defaults to
+	// 64. Per robot, so that a fleet moving every robot at once is not
+	// refused because its robots share one service.
 	MaxPending int
 	// History (optional) is how many decided requests and dead grants are
 	// kept in memory (the Store keeps all of them). It defaults to 1000.
@@ -98,12 +107,13 @@ type Conf struct {
 	// GrantEnded (optional) is told, synchronously and with no lock of the
 	// service held, the moment a grant stops being usable: an operator
 	// revoked (or deleted) it, or its TTL timer fired and it authorizes
-	// nothing any more. The bridge wires it to the supervisor, which stops
-	// the motion running on that grant at once instead of at its next
-	// Authorize. It is called at most once per grant, never for an
-	// approve-once grant whose task already started when its TTL passes
-	// (that task may finish; see Authorize), and it may call back into the
-	// Service. It defaults to nothing.
+	// nothing any more. The bridge wires it to the supervisor of the
+	// grant's robot (GrantEnd.RobotID), which stops the motion running on
+	// that grant at once instead of at its next Authorize. It is called at
+	// most once per grant, never for an approve-once grant whose task
+	// already started when its TTL passes (that task may finish; see
+	// Authorize), and it may call back into the Service. It defaults to
+	// nothing.
 	GrantEnded func(GrantEnd)
 	// Latched (optional) reports whether an e-stop or a fault is latched:
 	// nil when not, else the refusal saying which (the bridge wires the
@@ -115,9 +125,9 @@ type Conf struct {
 	// decision lock held, so that a latch and the decision it must stop
 	// are ordered: it must not call into the Service, nor wait on a lock
 	// held by whoever calls WithdrawAll. The latch owner should set the
-	// latch first and then call WithdrawAll; then no request filed before
-	// the latch stays pending and none can be filed after it. It defaults
-	// to never latched.
+	// latch first and then call WithdrawAll (WithdrawRobot in a fleet);
+	// then no request filed before the latch stays pending and none can be
+	// filed after it. It defaults to never latched.
 	Latched func() error
 }
 
@@ -131,31 +141,30 @@ type Conf struct {
 // maps and every grant's binding to tasks (boundTask, started, tasks,
 // ended are written only under mu held for writing); readers (Authorize,
 // List, Get, Grants) take only mu and never wait on the store.
-// Conf.GrantEnded is called with no lock held; Conf.Latched is asked under
-// decideMu on purpose, so that the latch check and the decision it guards
-// cannot be split by a WithdrawAll.
+// Conf.GrantEnded is called with no lock held; Conf.Latched (each
+// Robot.Latched) is asked under decideMu on purpose, so that the latch
+// check and the decision it guards cannot be split by a WithdrawAll.
+//
+// One Service serves every robot of a bridge: requests, approvals and
+// grants are each one robot's (their RobotID), a robot's latches stop only
+// its own requests and approvals, a grant authorizes only its own robot,
+// and listings show every robot unless filtered (ListRobot, GrantsRobot).
 //
 // The code is split by subject: this file has construction, events and
 // Close; requests.go the approval requests (Request, Withdraw, Approve,
 // Deny, their expiry and listing); grants.go the grants (CreateGrant,
 // Revoke, their expiry and listing); authorize.go the gate's check.
 type Service struct {
-	cfg         *hwconfig.Config
-	robotID     string
-	approvalTTL time.Duration
-	maxGrantTTL time.Duration
-	onceTTL     time.Duration
-	clock       clockwork.Clock
-	log         *slog.Logger
-	newID       func() string
-	store       Store
-	objects     actions.Objects
-	simLabels   map[string]string
-	maxPending  int
-	history     int
-	events      *hub
-	grantEnded  func(GrantEnd)
-	latched     func() error
+	robots     []*robotState          // config order; immutable
+	byID       map[string]*robotState // immutable
+	clock      clockwork.Clock
+	log        *slog.Logger
+	newID      func() string
+	store      Store
+	maxPending int
+	history    int
+	events     *hub
+	grantEnded func(GrantEnd)
 
 	decideMu    sync.Mutex
 	waiters     map[string]*waiter         // guarded by decideMu
@@ -176,50 +185,44 @@ var (
 
 // New validates conf, fills its defaults and returns a Service.
 func New(conf Conf) (*Service, error) {
-	if conf.Config == nil {
-		return nil, errors.New("approval: Conf.Config is required")
-	}
-	if conf.Config.Robot.ID == "" {
-		return nil, errors.New("approval: Conf.Config.Robot.ID is empty")
+	if conf.OnceGrantTTL < 0 {
+		return nil, fmt.Errorf("approval: Conf.OnceGrantTTL is negative (%s)", conf.OnceGrantTTL)
 	}
 	s := &Service{
-		cfg:         conf.Config,
-		robotID:     conf.Config.Robot.ID,
-		approvalTTL: conf.Config.Safety.ApprovalTTL.D(),
-		maxGrantTTL: conf.Config.Safety.MaxGrantTTL.D(),
-		onceTTL:     conf.OnceGrantTTL,
+		byID:        map[string]*robotState{},
 		clock:       conf.Clock,
 		log:         conf.Logger,
 		newID:       conf.NewID,
 		store:       conf.Store,
-		objects:     conf.Objects,
-		simLabels:   map[string]string{},
 		maxPending:  conf.MaxPending,
 		history:     conf.History,
 		grantEnded:  conf.GrantEnded,
-		latched:     conf.Latched,
 		waiters:     map[string]*waiter{},
 		grantTimers: map[string]clockwork.Timer{},
 		approvals:   map[string]*Approval{},
 		grants:      map[string]*grant{},
 	}
-	switch {
-	case s.approvalTTL < 0:
-		return nil, fmt.Errorf("approval: Config.Safety.ApprovalTTL is negative (%s)", s.approvalTTL)
-	case s.approvalTTL == 0:
-		s.approvalTTL = DefaultApprovalTTL
+	robots := conf.Robots
+	names := func(i int) string { return fmt.Sprintf("Conf.Robots[%d]", i) }
+	if len(robots) == 0 {
+		if conf.Config == nil {
+			return nil, errors.New("approval: Conf.Config is required")
+		}
+		robots = []Robot{{Config: conf.Config, Objects: conf.Objects, Latched: conf.Latched}}
+		names = func(int) string { return "Conf" }
+	} else if conf.Objects != nil || conf.Latched != nil {
+		return nil, errors.New("approval: with Conf.Robots, give each robot its Objects and Latched; Conf.Objects and Conf.Latched must be nil")
 	}
-	switch {
-	case s.maxGrantTTL < 0:
-		return nil, fmt.Errorf("approval: Config.Safety.MaxGrantTTL is negative (%s)", s.maxGrantTTL)
-	case s.maxGrantTTL == 0:
-		s.maxGrantTTL = DefaultMaxGrantTTL
-	}
-	switch {
-	case s.onceTTL < 0:
-		return nil, fmt.Errorf("approval: Conf.OnceGrantTTL is negative (%s)", s.onceTTL)
-	case s.onceTTL == 0:
-		s.onceTTL = s.approvalTTL
+	for i, r := range robots {
+		rs, err := newRobotState(names(i), r, conf.OnceGrantTTL)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := s.byID[rs.id]; dup {
+			return nil, fmt.Errorf("approval: %s is robot %q a second time", names(i), rs.id)
+		}
+		s.robots = append(s.robots, rs)
+		s.byID[rs.id] = rs
 	}
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()
@@ -247,20 +250,7 @@ func New(conf Conf) (*Service, error) {
 		s.history = DefaultHistory
 	}
 	s.events = newHub(conf.EventBuffer)
-	if conf.Config.Sim != nil {
-		for _, o := range conf.Config.Sim.Objects {
-			s.simLabels[o.ID] = o.Label
-		}
-	}
 	return s, nil
-}
-
-// latchedLocked asks Conf.Latched. Caller holds decideMu.
-func (s *Service) latchedLocked() error {
-	if s.latched == nil {
-		return nil
-	}
-	return s.latched()
 }
 
 func randomID() string {
@@ -328,18 +318,6 @@ func (s *Service) Close() error {
 	s.closed = true
 	s.events.close()
 	return nil
-}
-
-// labelOf resolves an object's label through Conf.Objects, then the
-// simulator's objects in the config.
-func (s *Service) labelOf(id string) (string, bool) {
-	if s.objects != nil {
-		if info, err := s.objects.Lookup(context.Background(), id); err == nil && info.Label != "" {
-			return info.Label, true
-		}
-	}
-	l, ok := s.simLabels[id]
-	return l, ok
 }
 
 func checkName(field, v string) error {

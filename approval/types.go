@@ -160,11 +160,13 @@ type Rect struct {
 }
 
 // GrantEnd says that a grant stopped being usable, and why: what
-// Conf.GrantEnded is told. By is the operator who revoked (or deleted) it
-// and Reason their reason, if any; for an expiry By is SystemActor, Expired
-// is set and Reason says when the time ran out.
+// Conf.GrantEnded is told. RobotID is the grant's robot, whose supervisor
+// must stop the motion running on it. By is the operator who revoked (or
+// deleted) it and Reason their reason, if any; for an expiry By is
+// SystemActor, Expired is set and Reason says when the time ran out.
 type GrantEnd struct {
 	GrantID string
+	RobotID string
 	By      string
 	Reason  string
 	Expired bool
