@@ -34,6 +34,11 @@ type Metrics struct {
 	mu             sync.Mutex
 	live           map[string]fsm.State // guarded by mu: tasks not yet terminal
 	linkRegistered bool                 // guarded by mu
+	// perRobot names the robots with per-robot series; robotEvents
+	// counts their safety events. Both are set once by WatchFleet,
+	// before any event.
+	perRobot    map[string]bool
+	robotEvents *prometheus.CounterVec
 }
 
 var (
@@ -149,6 +154,9 @@ func (m *Metrics) TasksRecovered(n int) {
 // SafetyEvent implements safety.Observer.
 func (m *Metrics) SafetyEvent(e safety.Event) {
 	m.safetyEvents.WithLabelValues(kindLabel(e.Kind)).Inc()
+	if m.robotEvents != nil && m.perRobot[e.RobotID] {
+		m.robotEvents.WithLabelValues(e.RobotID, kindLabel(e.Kind)).Inc()
+	}
 	if e.Kind == safety.EventStopSent && e.Err == nil {
 		m.stopLatency.Observe(e.Latency.Seconds())
 	}
@@ -210,22 +218,111 @@ func (m *Metrics) StoreWrite(op string, d time.Duration) {
 	m.storeWrite.WithLabelValues(op).Observe(d.Seconds())
 }
 
-// WatchLink exports robot_bridge_robot_link_up, read from up at every
-// scrape (1 up, 0 down). Calling it again has no effect.
+// Robot is one robot as the fleet gauges read it at every scrape.
+type Robot struct {
+	ID string
+	// LinkUp reports the robot's link.
+	LinkUp func() bool
+	// Latches reports the robot's e-stop and fault latches.
+	Latches func() (estop, fault bool)
+}
+
+// WatchLink exports robot_bridge_robot_link_up for a single robot, read
+// from up at every scrape (1 up, 0 down). Calling it (or WatchFleet)
+// again has no effect.
 func (m *Metrics) WatchLink(up func() bool) {
+	m.WatchFleet([]Robot{{LinkUp: up, Latches: func() (bool, bool) { return false, false }}}, 0)
+}
+
+// WatchFleet exports the robots' gauges, read at every scrape:
+// robot_bridge_robot_link_up (1 while every robot's link is up, so a
+// single robot reads as before), the fleet aggregates robot_bridge_fleet_robots,
+// robot_bridge_fleet_robots_link_up and robot_bridge_fleet_robots_latched{latch},
+// and, for the first perRobot robots only (a bounded label set),
+// robot_bridge_robot_up{robot} and robot_bridge_robot_latched{robot,latch};
+// those robots' safety events are counted per robot too
+// (robot_bridge_robot_safety_events_total{robot,kind}). Calling it again
+// has no effect.
+func (m *Metrics) WatchFleet(robots []Robot, perRobot int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.linkRegistered {
 		return
 	}
 	m.linkRegistered = true
-	promauto.With(m.reg).NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "robot_link_up",
-		Help: "Whether the robot link is up (1) or down (0).",
-	}, func() float64 {
-		if up() {
-			return 1
+	perRobot = min(max(perRobot, 0), len(robots))
+	c := &fleetCollector{robots: robots, perRobot: perRobot}
+	m.perRobot = make(map[string]bool, perRobot)
+	for _, r := range robots[:perRobot] {
+		m.perRobot[r.ID] = true
+	}
+	if m.reg != nil {
+		m.reg.MustRegister(c)
+	}
+	if perRobot > 0 {
+		m.robotEvents = promauto.With(m.reg).NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "robot_safety_events_total",
+			Help: "Safety supervisor events by robot and kind, for the first fleet.metrics_robot_series robots only; safety_events_total counts every robot's.",
+		}, []string{"robot", "kind"})
+		for _, r := range robots[:perRobot] {
+			for _, k := range safetyKinds {
+				m.robotEvents.WithLabelValues(r.ID, string(k))
+			}
 		}
-		return 0
-	})
+	}
+}
+
+// fleetCollector reads the robots' links and latches at scrape time.
+type fleetCollector struct {
+	robots   []Robot
+	perRobot int
+}
+
+var (
+	descLinkUp       = prometheus.NewDesc(Namespace+"_robot_link_up", "Whether every robot's link is up (1) or not (0); for a single robot, its link.", nil, nil)
+	descFleetRobots  = prometheus.NewDesc(Namespace+"_fleet_robots", "Robots this bridge serves.", nil, nil)
+	descFleetLinkUp  = prometheus.NewDesc(Namespace+"_fleet_robots_link_up", "Robots whose link is up.", nil, nil)
+	descFleetLatched = prometheus.NewDesc(Namespace+"_fleet_robots_latched", "Robots with a latch set, by latch (estop, fault).", []string{"latch"}, nil)
+	descRobotUp      = prometheus.NewDesc(Namespace+"_robot_up", "Whether the robot's link is up (1) or down (0); only for the first fleet.metrics_robot_series robots.", []string{"robot"}, nil)
+	descRobotLatched = prometheus.NewDesc(Namespace+"_robot_latched", "Whether the robot's latch is set (1) or not (0), by latch; only for the first fleet.metrics_robot_series robots.", []string{"robot", "latch"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLinkUp, descFleetRobots, descFleetLinkUp, descFleetLatched} {
+		ch <- d
+	}
+	if c.perRobot > 0 {
+		ch <- descRobotUp
+		ch <- descRobotLatched
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	up, estops, faults := 0, 0, 0
+	for i, r := range c.robots {
+		u := r.LinkUp()
+		e, f := r.Latches()
+		up += b2i(u)
+		estops += b2i(e)
+		faults += b2i(f)
+		if i < c.perRobot {
+			ch <- prometheus.MustNewConstMetric(descRobotUp, prometheus.GaugeValue, float64(b2i(u)), r.ID)
+			ch <- prometheus.MustNewConstMetric(descRobotLatched, prometheus.GaugeValue, float64(b2i(e)), r.ID, "estop")
+			ch <- prometheus.MustNewConstMetric(descRobotLatched, prometheus.GaugeValue, float64(b2i(f)), r.ID, "fault")
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descLinkUp, prometheus.GaugeValue, float64(b2i(up == len(c.robots) && up > 0)))
+	ch <- prometheus.MustNewConstMetric(descFleetRobots, prometheus.GaugeValue, float64(len(c.robots)))
+	ch <- prometheus.MustNewConstMetric(descFleetLinkUp, prometheus.GaugeValue, float64(up))
+	ch <- prometheus.MustNewConstMetric(descFleetLatched, prometheus.GaugeValue, float64(estops), "estop")
+	ch <- prometheus.MustNewConstMetric(descFleetLatched, prometheus.GaugeValue, float64(faults), "fault")
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }

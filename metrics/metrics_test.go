@@ -187,3 +187,38 @@ func TestEscalationMetrics(t *testing.T) {
 	require.Len(t, family(t, reg, "robot_bridge_escalations_total").GetMetric(), 3, "only the three sources, never an unknown one")
 	require.InDelta(t, 2.0, value(t, reg, "robot_bridge_escalations_open"), 1e-9)
 }
+
+func TestFleetMetrics_AggregatesAlwaysPerRobotSeriesBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	// Given three robots, per-robot series for the first two: a is up, b
+	// is down with its e-stop latched, c is up with a fault
+	links := map[string]bool{"a": true, "b": false, "c": true}
+	latch := map[string][2]bool{"a": {false, false}, "b": {true, false}, "c": {false, true}}
+	var robots []Robot
+	for _, id := range []string{"a", "b", "c"} {
+		robots = append(robots, Robot{ID: id, LinkUp: func() bool { return links[id] }, Latches: func() (bool, bool) { return latch[id][0], latch[id][1] }})
+	}
+	m.WatchFleet(robots, 2)
+	m.SafetyEvent(safety.Event{Kind: safety.EventEStopPressed, RobotID: "b"})
+	m.SafetyEvent(safety.Event{Kind: safety.EventFaultLatched, RobotID: "c"})
+
+	// Then the aggregates count every robot
+	require.InDelta(t, 3.0, value(t, reg, "robot_bridge_fleet_robots"), 1e-12)
+	require.InDelta(t, 2.0, value(t, reg, "robot_bridge_fleet_robots_link_up"), 1e-12)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_fleet_robots_latched", "latch", "estop"), 1e-12)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_fleet_robots_latched", "latch", "fault"), 1e-12)
+	require.InDelta(t, 0.0, value(t, reg, "robot_bridge_robot_link_up"), 1e-12, "not every link is up")
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_safety_events_total", "kind", "fault_latched"), 1e-12)
+	// And only the first two robots have series of their own
+	require.InDelta(t, 0.0, value(t, reg, "robot_bridge_robot_up", "robot", "b"), 1e-12)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_robot_latched", "robot", "b", "latch", "estop"), 1e-12)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_robot_safety_events_total", "robot", "b", "kind", "estop_pressed"), 1e-12)
+	for _, name := range []string{"robot_bridge_robot_up", "robot_bridge_robot_latched", "robot_bridge_robot_safety_events_total"} {
+		require.NotContains(t, exposition(t, reg, name), `robot="c"`, name)
+	}
+	// And the links are read at scrape time
+	links["b"] = true
+	require.InDelta(t, 3.0, value(t, reg, "robot_bridge_fleet_robots_link_up"), 1e-12)
+	require.InDelta(t, 1.0, value(t, reg, "robot_bridge_robot_link_up"), 1e-12)
+}
