@@ -129,9 +129,9 @@ func (s *Store) SafetyEvent(e safety.Event) {
 	latch := isLatch(e.Kind)
 	if s.closed {
 		if latch {
-			s.log.Error("latch change after the store closed; not recorded", "kind", e.Kind, "task_id", e.TaskID, "by", e.By)
+			s.log.Error("latch change after the store closed; not recorded", "kind", e.Kind, "robot_id", e.RobotID, "task_id", e.TaskID, "by", e.By)
 		} else {
-			s.log.Warn("safety event after the store closed; not recorded", "kind", e.Kind, "task_id", e.TaskID)
+			s.log.Warn("safety event after the store closed; not recorded", "kind", e.Kind, "robot_id", e.RobotID, "task_id", e.TaskID)
 		}
 		return
 	}
@@ -143,7 +143,7 @@ func (s *Store) SafetyEvent(e safety.Event) {
 	select {
 	case s.q <- it:
 	default:
-		s.drop("safety_event", "kind", e.Kind, "task_id", e.TaskID)
+		s.drop("safety_event", "kind", e.Kind, "robot_id", e.RobotID, "task_id", e.TaskID)
 	}
 }
 
@@ -407,9 +407,9 @@ func writeSafetyEvent(ctx context.Context, tx txn, e safety.Event) error {
 	if e.Err != nil {
 		errText = e.Err.Error()
 	}
-	if _, err := tx.exec(ctx, `INSERT INTO safety_events(kind, at, task_id, by, reason, monitor, latency_ns, error)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
-		string(e.Kind), ns(e.At), nullStr(e.TaskID), e.By, e.Reason, string(e.Monitor), int64(e.Latency), errText); err != nil {
+	if _, err := tx.exec(ctx, `INSERT INTO safety_events(kind, at, robot_id, task_id, by, reason, monitor, latency_ns, error)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(e.Kind), ns(e.At), e.RobotID, nullStr(e.TaskID), e.By, e.Reason, string(e.Monitor), int64(e.Latency), errText); err != nil {
 		return err
 	}
 	details := map[string]any{"kind": string(e.Kind)}
@@ -423,7 +423,7 @@ func writeSafetyEvent(ctx context.Context, tx txn, e safety.Event) error {
 		details["error"] = e.Err.Error()
 	}
 	if _, err := insertAudit(ctx, tx, AuditRecord{
-		At: e.At, Type: "safety." + string(e.Kind), Actor: e.By, TaskID: e.TaskID,
+		At: e.At, Type: "safety." + string(e.Kind), Actor: e.By, RobotID: e.RobotID, TaskID: e.TaskID,
 		Summary: e.String(), Reason: e.Reason,
 	}, details); err != nil {
 		return err
@@ -441,19 +441,21 @@ func writeSafetyEvent(ctx context.Context, tx txn, e safety.Event) error {
 	return nil
 }
 
-// setLatch records a latch change. Latching keeps the first cause, as the
-// supervisor does; releasing always wins.
+// setLatch records a latch change of the event's robot (e.RobotID; ""
+// is the legacy row of a single-robot bridge). Latching keeps the first
+// cause, as the supervisor does; releasing always wins. Only that robot's
+// row changes: a reset of one robot of a fleet leaves the others latched.
 func setLatch(ctx context.Context, tx txn, name string, active bool, e safety.Event) error {
 	if active {
-		_, err := tx.exec(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 1, ?, ?, ?, ?, ?)
-			ON CONFLICT(name) DO UPDATE SET active=1, by=excluded.by, reason=excluded.reason, task_id=excluded.task_id,
+		_, err := tx.exec(ctx, `INSERT INTO latches(robot_id, name, active, by, reason, task_id, since, updated_at) VALUES(?, ?, 1, ?, ?, ?, ?, ?)
+			ON CONFLICT(robot_id, name) DO UPDATE SET active=1, by=excluded.by, reason=excluded.reason, task_id=excluded.task_id,
 				since=excluded.since, updated_at=excluded.updated_at WHERE latches.active=0`,
-			name, e.By, e.Reason, nullStr(e.TaskID), ns(e.At), ns(e.At))
+			e.RobotID, name, e.By, e.Reason, nullStr(e.TaskID), ns(e.At), ns(e.At))
 		return err
 	}
-	_, err := tx.exec(ctx, `INSERT INTO latches(name, active, by, reason, task_id, since, updated_at) VALUES(?, 0, ?, ?, NULL, 0, ?)
-		ON CONFLICT(name) DO UPDATE SET active=0, by=excluded.by, reason=excluded.reason, task_id=NULL, since=0, updated_at=excluded.updated_at`,
-		name, e.By, e.Reason, ns(e.At))
+	_, err := tx.exec(ctx, `INSERT INTO latches(robot_id, name, active, by, reason, task_id, since, updated_at) VALUES(?, ?, 0, ?, ?, NULL, 0, ?)
+		ON CONFLICT(robot_id, name) DO UPDATE SET active=0, by=excluded.by, reason=excluded.reason, task_id=NULL, since=0, updated_at=excluded.updated_at`,
+		e.RobotID, name, e.By, e.Reason, ns(e.At))
 	return err
 }
 
@@ -466,9 +468,10 @@ func writeTaskView(ctx context.Context, tx txn, v actions.TaskView) error {
 		errJSON = mustJSON(er)
 	}
 	res, err := tx.exec(ctx, `UPDATE tasks SET text=?, progress=?, result=?, error=?, session_id=?, principal=?,
-		approval_id=COALESCE(?, approval_id), updated_at=MAX(updated_at, ?) WHERE id=? AND updated_at<=?`,
+		approval_id=COALESCE(?, approval_id), robot_id=COALESCE(NULLIF(?, ''), robot_id), updated_at=MAX(updated_at, ?)
+		WHERE id=? AND updated_at<=?`,
 		v.Text, mustJSON(v.Progress), result, errJSON, nullStr(v.SessionID), nullStr(v.Principal), nullStr(v.ApprovalID),
-		ns(v.UpdatedAt), v.ID, ns(v.UpdatedAt))
+		v.RobotID, ns(v.UpdatedAt), v.ID, ns(v.UpdatedAt))
 	if err != nil {
 		return err
 	}
@@ -477,9 +480,9 @@ func writeTaskView(ctx context.Context, tx txn, v actions.TaskView) error {
 	}
 	// Either a newer record exists (keep it) or the task's transitions
 	// were never recorded; only the latter inserts.
-	_, err = tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, progress, result, error, approval_id,
-		session_id, principal, created_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		v.ID, v.Tool, mustJSON(orEmpty(v.Arguments)), string(v.Status), v.Text, mustJSON(v.Progress), result, errJSON,
+	_, err = tx.exec(ctx, `INSERT INTO tasks(id, robot_id, tool, arguments, status, text, progress, result, error, approval_id,
+		session_id, principal, created_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		v.ID, v.RobotID, v.Tool, mustJSON(orEmpty(v.Arguments)), string(v.Status), v.Text, mustJSON(v.Progress), result, errJSON,
 		nullStr(v.ApprovalID), nullStr(v.SessionID), nullStr(v.Principal), ns(v.CreatedAt), ns(v.UpdatedAt))
 	return err
 }

@@ -24,8 +24,13 @@ type AuditRecord struct {
 	Type string    `json:"type"`
 	// Actor is who caused it: an operator or agent credential name,
 	// "supervisor", "robot", "system", "bridge".
-	Actor  string `json:"actor,omitempty"`
-	TaskID string `json:"task_id,omitempty"`
+	Actor string `json:"actor,omitempty"`
+	// RobotID is the robot the record is about (hw-config robot.id); it
+	// is empty for what concerns the whole bridge (its start, restart and
+	// shutdown) and for records a single-robot bridge wrote before the
+	// store knew robots.
+	RobotID string `json:"robot_id,omitempty"`
+	TaskID  string `json:"task_id,omitempty"`
 	// Subject is the approval or grant id the record is about.
 	Subject string `json:"subject,omitempty"`
 	// Summary says what happened in one line.
@@ -50,6 +55,9 @@ type AuditQuery struct {
 	Since time.Time
 	// TaskID keeps the records of one task.
 	TaskID string
+	// Robot keeps the records of one robot (its hw-config robot.id); empty
+	// keeps every robot's and the bridge's own.
+	Robot string
 	// Type keeps one type ("approval.approved") or, without a dot, a
 	// family ("approval", "task", "safety", "grant", "bridge").
 	Type string
@@ -89,10 +97,16 @@ func (e *QueryError) Unwrap() error { return ErrInvalidQuery }
 var (
 	auditTypeRe = regexp.MustCompile(`^[a-z][a-z_]*(\.[a-z_]+)?$`)
 	taskIDRe    = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	// robotIDRe is hw-configs' rule for robot.id, repeated here so the
+	// store does not depend on the configuration package.
+	robotIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 )
 
+// robotIDAllowed says what a robot filter may be.
+const robotIDAllowed = "a robot id: 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+
 // auditParams are the parameters ParseAuditQuery accepts.
-var auditParams = []string{"since", "task_id", "type", "limit", "cursor"}
+var auditParams = []string{"since", "task_id", "robot", "type", "limit", "cursor"}
 
 // ParseAuditQuery reads the query string of GET /v1/audit (export false)
 // or GET /v1/audit/export (export true) strictly: unknown or repeated
@@ -129,6 +143,12 @@ func ParseAuditQuery(v url.Values, export bool) (AuditQuery, error) {
 			return q, &QueryError{Param: "task_id", Value: s, Allowed: "a task id: 1 to 128 letters, digits or . _ : -"}
 		}
 		q.TaskID = s
+	}
+	if s := v.Get("robot"); s != "" {
+		if !robotIDRe.MatchString(s) {
+			return q, &QueryError{Param: "robot", Value: s, Allowed: robotIDAllowed}
+		}
+		q.Robot = s
 	}
 	if s := v.Get("type"); s != "" {
 		if len(s) > 64 || !auditTypeRe.MatchString(s) {
@@ -183,6 +203,9 @@ func decodeCursor(c string) (int64, error) {
 func (q AuditQuery) validate(export bool) error {
 	if q.TaskID != "" && !taskIDRe.MatchString(q.TaskID) {
 		return &QueryError{Param: "task_id", Value: q.TaskID, Allowed: "a task id: 1 to 128 letters, digits or . _ : -"}
+	}
+	if q.Robot != "" && !robotIDRe.MatchString(q.Robot) {
+		return &QueryError{Param: "robot", Value: q.Robot, Allowed: robotIDAllowed}
 	}
 	if q.Type != "" && !auditTypeRe.MatchString(q.Type) {
 		return &QueryError{Param: "type", Value: q.Type, Allowed: "a record type like approval.approved or a family like approval"}
@@ -255,7 +278,7 @@ func (s *Store) ExportAudit(ctx context.Context, q AuditQuery, fn func(AuditReco
 
 func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit int) ([]AuditRecord, error) {
 	var sb strings.Builder
-	sb.WriteString(`SELECT seq, at, type, actor, task_id, subject, summary, reason, details FROM audit WHERE seq > ?`)
+	sb.WriteString(`SELECT ` + auditColumns + ` FROM audit WHERE seq > ?`)
 	args := []any{after}
 	if !q.Since.IsZero() {
 		sb.WriteString(` AND at >= ?`)
@@ -264,6 +287,10 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 	if q.TaskID != "" {
 		sb.WriteString(` AND task_id = ?`)
 		args = append(args, q.TaskID)
+	}
+	if q.Robot != "" {
+		sb.WriteString(` AND robot_id = ?`)
+		args = append(args, q.Robot)
 	}
 	if q.Type != "" {
 		if strings.Contains(q.Type, ".") {
@@ -286,13 +313,16 @@ func (s *Store) auditPage(ctx context.Context, q AuditQuery, after int64, limit 
 	return scanAudit(rows)
 }
 
+// auditColumns are the columns scanAudit reads, in its order.
+const auditColumns = `seq, at, type, actor, robot_id, task_id, subject, summary, reason, details`
+
 func scanAudit(rows *sql.Rows) ([]AuditRecord, error) {
 	var out []AuditRecord
 	for rows.Next() {
 		var r AuditRecord
 		var at int64
 		var task, subject, details sql.NullString
-		if err := rows.Scan(&r.Seq, &at, &r.Type, &r.Actor, &task, &subject, &r.Summary, &r.Reason, &details); err != nil {
+		if err := rows.Scan(&r.Seq, &at, &r.Type, &r.Actor, &r.RobotID, &task, &subject, &r.Summary, &r.Reason, &details); err != nil {
 			return nil, fmt.Errorf("store: audit: %w", err)
 		}
 		r.At, r.TaskID, r.Subject = fromNS(at), task.String, subject.String
@@ -313,7 +343,7 @@ func (s *Store) Recent(ctx context.Context, limit int) ([]AuditRecord, error) {
 	if limit < 1 || limit > MaxAuditLimit {
 		return nil, &QueryError{Param: "limit", Value: strconv.Itoa(limit), Allowed: fmt.Sprintf("an integer from 1 to %d", MaxAuditLimit)}
 	}
-	rows, err := s.query(ctx, `SELECT seq, at, type, actor, task_id, subject, summary, reason, details FROM audit ORDER BY seq DESC LIMIT ?`, limit)
+	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
@@ -358,6 +388,6 @@ func insertAudit(ctx context.Context, tx txn, r AuditRecord, details any) (int64
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return insertReturningSeq(ctx, tx, `INSERT INTO audit(at, type, actor, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?)`,
-		ns(at), r.Type, r.Actor, nullStr(r.TaskID), nullStr(r.Subject), r.Summary, r.Reason, d)
+	return insertReturningSeq(ctx, tx, `INSERT INTO audit(at, type, actor, robot_id, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ns(at), r.Type, r.Actor, r.RobotID, nullStr(r.TaskID), nullStr(r.Subject), r.Summary, r.Reason, d)
 }

@@ -17,8 +17,11 @@ type AuditHandlerConf struct {
 
 // NewAuditHandler serves the audit trail to operators:
 //
-//	GET /v1/audit?since=&task_id=&type=&limit=&cursor=  → {"records":[AuditRecord…], "next_cursor"?: "…"}
-//	GET /v1/audit/export?since=&task_id=&type=&limit=   → JSON lines, one AuditRecord each (application/x-ndjson)
+//	GET /v1/audit?since=&task_id=&robot=&type=&limit=&cursor=  → {"records":[AuditRecord…], "next_cursor"?: "…"}
+//	GET /v1/audit/export?since=&task_id=&robot=&type=&limit=   → JSON lines, one AuditRecord each (application/x-ndjson)
+//
+// robot keeps one robot's records (a robot id, as in the hw-config);
+// without it the records of every robot and of the bridge itself come.
 //
 // A malformed query is a 400 {"error":{"type":"INVALID_PARAMS","message":…,
 // "details":{"field":…,"allowed":…}}}. The handler does no authentication:

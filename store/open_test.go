@@ -22,8 +22,8 @@ func TestOpen_FreshThenReopen(t *testing.T) {
 		// Then the first open creates the database and its marker
 		require.True(t, info.Fresh)
 		require.False(t, info.CleanShutdown)
-		require.Equal(t, []int{1, 2, 3}, info.Migrated)
-		require.Equal(t, 3, info.SchemaVersion)
+		require.Equal(t, []int{1, 2, 3, 4}, info.Migrated)
+		require.Equal(t, 4, info.SchemaVersion)
 		require.FileExists(t, e.markerPath(dir))
 		require.Equal(t, e.driver, info.Driver)
 		require.NoError(t, s.Close())
@@ -133,7 +133,7 @@ func TestRecover_RecordsTheCrashFaultWithTheRestart(t *testing.T) {
 				// clears it still finds it
 				crash(s2)
 				s3, _ := e.open(t, dir)
-				_, got, err := s3.Latches(ctx)
+				_, got, err := s3.Latches(ctx, "")
 				require.NoError(t, err)
 				require.True(t, got.Latched)
 				require.Equal(t, tc.wantCause, got.Reason)
@@ -320,18 +320,18 @@ func TestMigrate_V1DatabaseMigratesAndKeepsItsData(t *testing.T) {
 		// When this build opens it
 		s, _ := e.open(t, dir)
 
-		// Then migrations 2 and 3 ran, in order, and the old data is still there
-		require.Equal(t, []int{2, 3}, s.Info().Migrated)
-		require.Equal(t, 3, s.Info().SchemaVersion)
+		// Then migrations 2 to 4 ran, in order, and the old data is still there
+		require.Equal(t, []int{2, 3, 4}, s.Info().Migrated)
+		require.Equal(t, 4, s.Info().SchemaVersion)
 		require.Equal(t, "abc", s.Info().StoreID)
 		v1, err := s.Task(context.Background(), "task-old")
 		require.NoError(t, err)
 		require.Equal(t, fsm.Executing, v1.Status)
 		var n int
 		require.NoError(t, s.r.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
-		require.Equal(t, 3, n)
+		require.Equal(t, 4, n)
 		// And the new table works
-		es, f, err := s.Latches(context.Background())
+		es, f, err := s.Latches(context.Background(), "")
 		require.NoError(t, err)
 		require.False(t, es.Active)
 		require.False(t, f.Latched)
@@ -390,15 +390,15 @@ func TestOpen_ADatabaseOfTheBuildBeforeTheEngineLayerOpens(t *testing.T) {
 	ctx := context.Background()
 	// When this build opens it
 	s, _ := openTest(t, dir)
-	// Then it is the same store, migrated to the escalations' version,
-	// after a clean shutdown
+	// Then it is the same store, migrated to the fleet's version, after a
+	// clean shutdown
 	info := s.Info()
 	require.Equal(t, "ad2ae85fadd32cae", info.StoreID)
-	require.Equal(t, 3, info.SchemaVersion)
-	require.Equal(t, []int{3}, info.Migrated)
+	require.Equal(t, 4, info.SchemaVersion)
+	require.Equal(t, []int{3, 4}, info.Migrated)
 	require.True(t, info.CleanShutdown)
 	// And everything it held is there: the latch, the key, the tasks
-	es, _, err := s.Latches(ctx)
+	es, _, err := s.Latches(ctx, "")
 	require.NoError(t, err)
 	require.True(t, es.Active)
 	require.Equal(t, "fixture e-stop", es.Reason)
@@ -410,7 +410,7 @@ func TestOpen_ADatabaseOfTheBuildBeforeTheEngineLayerOpens(t *testing.T) {
 	require.Equal(t, "safety.estop_pressed", before[len(before)-1].Type)
 	rep, err := s.Recover(ctx, RecoverInput{StopSent: true})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []InterruptedTask{{"task-exec", "move_base_to", fsm.Executing}, {"task-wait", "move_arm_to", fsm.AwaitingApproval}}, rep.Interrupted)
+	require.ElementsMatch(t, []InterruptedTask{{ID: "task-exec", Tool: "move_base_to", From: fsm.Executing}, {ID: "task-wait", Tool: "move_arm_to", From: fsm.AwaitingApproval}}, rep.Interrupted)
 	require.Equal(t, []string{"apr_fix"}, rep.ExpiredApprovals)
 	// And the audit trail continues where it ended
 	after := auditAll(t, s, AuditQuery{})

@@ -204,7 +204,7 @@ func TestPostgres_ServerRestartMidRunIsUnavailableThenResumes(t *testing.T) {
 
 	// Then the latch lane's own retry records the e-stop
 	require.Eventually(t, func() bool { return s.SyncLatches(ctx) == nil }, 30*time.Second, 10*time.Millisecond)
-	es, _, err := s.Latches(ctx)
+	es, _, err := s.Latches(ctx, "")
 	require.NoError(t, err)
 	require.True(t, es.Active)
 	require.Equal(t, "outage drill", es.Reason)

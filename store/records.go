@@ -94,9 +94,9 @@ func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord
 			return err
 		}
 		if r.From == "" {
-			if _, err := tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, text, principal, created_at, updated_at)
-				VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-				r.TaskID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
+			if _, err := tx.exec(ctx, `INSERT INTO tasks(id, robot_id, tool, arguments, status, text, principal, created_at, updated_at)
+				VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+				r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
 				return err
 			}
 			if err := linkIdempotency(ctx, tx, r); err != nil {
@@ -120,7 +120,7 @@ func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord
 			from = "(new)"
 		}
 		_, err := insertAudit(ctx, tx, AuditRecord{
-			At: at, Type: TransitionAuditType(r.To), Actor: r.By, TaskID: r.TaskID,
+			At: at, Type: TransitionAuditType(r.To), Actor: r.By, RobotID: r.RobotID, TaskID: r.TaskID,
 			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
 		}, details)
 		return err
@@ -139,17 +139,17 @@ func insertTransition(ctx context.Context, tx txn, r actions.TransitionRecord, a
 	if r.From == "" && event == "" {
 		event = "create"
 	}
-	_, err := tx.exec(ctx, `INSERT INTO transitions(task_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.TaskID, r.Tool, string(r.From), string(r.To), event, ns(at), r.By, r.Reason, nullStr(r.GrantID), nullStr(r.ApprovalID))
+	_, err := tx.exec(ctx, `INSERT INTO transitions(task_id, robot_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.TaskID, r.RobotID, r.Tool, string(r.From), string(r.To), event, ns(at), r.By, r.Reason, nullStr(r.GrantID), nullStr(r.ApprovalID))
 	return err
 }
 
 func setTaskStatus(ctx context.Context, tx txn, r actions.TransitionRecord, at time.Time) error {
 	update := func() (bool, error) {
 		res, err := tx.exec(ctx, `UPDATE tasks SET status=?, updated_at=MAX(updated_at, ?),
-			approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id) WHERE id=?`,
-			string(r.To), ns(at), nullStr(r.ApprovalID), nullStr(r.GrantID), r.TaskID)
+			approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id), robot_id=COALESCE(NULLIF(?, ''), robot_id) WHERE id=?`,
+			string(r.To), ns(at), nullStr(r.ApprovalID), nullStr(r.GrantID), r.RobotID, r.TaskID)
 		if err != nil {
 			return false, err
 		}
@@ -163,9 +163,9 @@ func setTaskStatus(ctx context.Context, tx txn, r actions.TransitionRecord, at t
 	// carried on); keep what this one knows. A task row another writer
 	// inserted meanwhile (the runner's view, through the writer) takes
 	// the update instead.
-	res, err := tx.exec(ctx, `INSERT INTO tasks(id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		r.TaskID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.By, nullStr(r.ApprovalID), nullStr(r.GrantID), ns(at), ns(at))
+	res, err := tx.exec(ctx, `INSERT INTO tasks(id, robot_id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.By, nullStr(r.ApprovalID), nullStr(r.GrantID), ns(at), ns(at))
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (s *Store) saveApprovalTx(ctx context.Context, tx txn, a approval.Approval,
 		summary += " (grant " + a.GrantID + ")"
 	}
 	_, err := insertAudit(ctx, tx, AuditRecord{
-		At: at, Type: "approval." + ev, Actor: actor, TaskID: a.TaskID, Subject: a.ID,
+		At: at, Type: "approval." + ev, Actor: actor, RobotID: a.RobotID, TaskID: a.TaskID, Subject: a.ID,
 		Summary: summary, Reason: a.Reason,
 	}, shown)
 	return err
@@ -301,7 +301,7 @@ func saveGrantTx(ctx context.Context, tx txn, g approval.Grant, at time.Time, ac
 	}
 	ev := grantEvent(g.Status)
 	_, err := insertAudit(ctx, tx, AuditRecord{
-		At: at, Type: "grant." + ev, Actor: actor, TaskID: g.TaskID, Subject: g.ID,
+		At: at, Type: "grant." + ev, Actor: actor, RobotID: g.RobotID, TaskID: g.TaskID, Subject: g.ID,
 		Summary: fmt.Sprintf("%s grant %s %s: %s", g.Kind, g.ID, ev, g.Description), Reason: reason,
 	}, g)
 	return err
@@ -317,9 +317,9 @@ func (s *Store) Task(ctx context.Context, id string) (actions.TaskView, error) {
 		approvalID, sessionID, principal sql.NullString
 		createdAt, updatedAt             int64
 	)
-	err := s.queryRow(ctx, `SELECT id, tool, arguments, status, text, progress, result, error, approval_id, session_id,
+	err := s.queryRow(ctx, `SELECT id, robot_id, tool, arguments, status, text, progress, result, error, approval_id, session_id,
 		principal, created_at, updated_at FROM tasks WHERE id=?`, id).
-		Scan(&v.ID, &v.Tool, &args, &status, &v.Text, &progress, &result, &errJSON, &approvalID, &sessionID, &principal, &createdAt, &updatedAt)
+		Scan(&v.ID, &v.RobotID, &v.Tool, &args, &status, &v.Text, &progress, &result, &errJSON, &approvalID, &sessionID, &principal, &createdAt, &updatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return actions.TaskView{}, fmt.Errorf("store: task %q: %w", id, ErrNotFound)
 	}
@@ -351,6 +351,7 @@ func (s *Store) Task(ctx context.Context, id string) (actions.TaskView, error) {
 type Transition struct {
 	Seq        int64     `json:"seq"`
 	TaskID     string    `json:"task_id"`
+	RobotID    string    `json:"robot_id,omitempty"`
 	Tool       string    `json:"tool"`
 	From       fsm.State `json:"from"`
 	To         fsm.State `json:"to"`
@@ -365,7 +366,7 @@ type Transition struct {
 // Transitions returns every recorded transition of a task ("" for all
 // tasks), oldest first.
 func (s *Store) Transitions(ctx context.Context, taskID string) ([]Transition, error) {
-	q := `SELECT seq, task_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id FROM transitions`
+	q := `SELECT seq, task_id, robot_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id FROM transitions`
 	var args []any
 	if taskID != "" {
 		q += ` WHERE task_id=?`
@@ -382,7 +383,7 @@ func (s *Store) Transitions(ctx context.Context, taskID string) ([]Transition, e
 		var from, to string
 		var at int64
 		var grant, appr sql.NullString
-		if err := rows.Scan(&t.Seq, &t.TaskID, &t.Tool, &from, &to, &t.Event, &at, &t.By, &t.Reason, &grant, &appr); err != nil {
+		if err := rows.Scan(&t.Seq, &t.TaskID, &t.RobotID, &t.Tool, &from, &to, &t.Event, &at, &t.By, &t.Reason, &grant, &appr); err != nil {
 			return nil, fmt.Errorf("store: transitions: %w", err)
 		}
 		t.From, t.To, t.At, t.GrantID, t.ApprovalID = fsm.State(from), fsm.State(to), fromNS(at), grant.String, appr.String
@@ -428,34 +429,4 @@ func (s *Store) Approvals(ctx context.Context) ([]approval.Approval, error) {
 		out = append(out, a)
 	}
 	return out, rows.Err()
-}
-
-// Latches returns the e-stop and fault latches as last recorded.
-func (s *Store) Latches(ctx context.Context) (safety.EStopStatus, safety.FaultStatus, error) {
-	var e safety.EStopStatus
-	var f safety.FaultStatus
-	rows, err := s.query(ctx, `SELECT name, active, by, reason, task_id, since FROM latches`)
-	if err != nil {
-		return e, f, fmt.Errorf("store: latches: %w", err)
-	}
-	defer closeRead(rows)
-	for rows.Next() {
-		var name, by, reason string
-		var active bool
-		var task sql.NullString
-		var since int64
-		if err := rows.Scan(&name, &active, &by, &reason, &task, &since); err != nil {
-			return e, f, fmt.Errorf("store: latches: %w", err)
-		}
-		if !active {
-			continue
-		}
-		switch name {
-		case "estop":
-			e = safety.EStopStatus{Active: true, By: by, Reason: reason, Since: fromNS(since)}
-		case "fault":
-			f = safety.FaultStatus{Latched: true, Reason: reason, TaskID: task.String, Since: fromNS(since)}
-		}
-	}
-	return e, f, rows.Err()
 }

@@ -265,7 +265,7 @@ func TestSafetyEvents_LatchesPersistUntilCleared(t *testing.T) {
 		flush(t, s)
 		crash(s)
 		s2, _ := e.open(t, dir)
-		es, f, err := s2.Latches(ctx)
+		es, f, err := s2.Latches(ctx, "")
 		require.NoError(t, err)
 		// Then both latches are still set, with their first causes
 		require.True(t, es.Active)
@@ -280,7 +280,7 @@ func TestSafetyEvents_LatchesPersistUntilCleared(t *testing.T) {
 		s2.SafetyEvent(safety.Event{Kind: safety.EventFaultCleared, At: t0.Add(time.Minute), By: "bob"})
 		require.NoError(t, s2.Close())
 		s3, _ := e.open(t, dir)
-		es, f, err = s3.Latches(ctx)
+		es, f, err = s3.Latches(ctx, "")
 		require.NoError(t, err)
 		// Then they stay released after another restart
 		require.False(t, es.Active)
@@ -354,7 +354,7 @@ func TestSafetyEvents_FullQueueDropsOtherEventsButNeverALatch(t *testing.T) {
 		require.Equal(t, want, latchTypes)
 		require.Len(t, recs, 3+rounds*len(latchKinds))
 		// And the last change of each latch is the one in force on the disk
-		es, f, err := s.Latches(context.Background())
+		es, f, err := s.Latches(context.Background(), "")
 		require.NoError(t, err)
 		require.False(t, es.Active)
 		require.False(t, f.Latched)
@@ -418,7 +418,7 @@ func TestSafetyEvents_ALatchThatCannotBeWrittenIsReportedAndRetried(t *testing.T
 		// Then the store's own retry writes the latch, and all is well
 		require.Eventually(t, func() bool { return s.SyncLatches(ctx) == nil }, 10*time.Second, time.Millisecond)
 		require.NoError(t, s.Healthy(ctx))
-		es, _, err := s.Latches(ctx)
+		es, _, err := s.Latches(ctx, "")
 		require.NoError(t, err)
 		require.True(t, es.Active)
 		require.Equal(t, "person in the way", es.Reason)
@@ -489,7 +489,7 @@ func TestRecover_SettlesWhatThePreviousRunLeft(t *testing.T) {
 
 		// Then the live tasks are interrupted and the finished one is not
 		require.False(t, rep.CleanShutdown)
-		require.ElementsMatch(t, []InterruptedTask{{"t-exec", "move_base_to", fsm.Executing}, {"t-wait", "move_arm_to", fsm.AwaitingApproval}}, rep.Interrupted)
+		require.ElementsMatch(t, []InterruptedTask{{ID: "t-exec", Tool: "move_base_to", From: fsm.Executing}, {ID: "t-wait", Tool: "move_arm_to", From: fsm.AwaitingApproval}}, rep.Interrupted)
 		v, err := s2.Task(ctx, "t-exec")
 		require.NoError(t, err)
 		require.Equal(t, fsm.Interrupted, v.Status)

@@ -33,8 +33,20 @@ type RecoverInput struct {
 	// safety event, its audit record and the fault latch, by In.By — in
 	// the restart's own transaction, so the crash and the fault that
 	// answers it are on the disk together or not at all. A fault latched
-	// already keeps its first cause, as in the supervisor.
+	// already keeps its first cause, as in the supervisor. With Robots it
+	// is latched for every robot of the bridge.
 	CrashFault *safety.FaultStatus
+	// Robots (optional) are the robot ids of this bridge, in config order:
+	// the ids its supervisors put in their safety events. Recover hands
+	// every active legacy latch (one a single-robot bridge recorded before
+	// the store knew robots) to each of them that has no such latch of its
+	// own and deletes the legacy rows, so after the first start that names
+	// its robots every latch is a robot's own. Empty means one robot with
+	// the legacy id "", the single-robot store of before; a bridge whose
+	// supervisors name their robot passes that id even when it is the only
+	// one, or a reset of that robot would leave a legacy latch in force.
+	// Ids must be non-empty and unique.
+	Robots []string
 }
 
 // InterruptedTask is a task Recover found live.
@@ -42,6 +54,9 @@ type InterruptedTask struct {
 	ID   string    `json:"id"`
 	Tool string    `json:"tool"`
 	From fsm.State `json:"from"`
+	// RobotID is the robot the task was for ("" for a task a
+	// single-robot bridge recorded before the store knew robots).
+	RobotID string `json:"robot_id,omitempty"`
 }
 
 // RecoveryReport says what Recover changed.
@@ -56,10 +71,21 @@ type RecoveryReport struct {
 	EndedGrants []string `json:"ended_grants,omitempty"`
 	// SettledKeys are idempotency reservations whose task was created;
 	// ReleasedKeys had created nothing and were forgotten.
-	SettledKeys  int                `json:"settled_keys,omitempty"`
-	ReleasedKeys int                `json:"released_keys,omitempty"`
-	EStop        safety.EStopStatus `json:"estop"`
-	Fault        safety.FaultStatus `json:"fault"`
+	SettledKeys  int `json:"settled_keys,omitempty"`
+	ReleasedKeys int `json:"released_keys,omitempty"`
+	// EStop and Fault are the first latched e-stop and the first latched
+	// fault found across the robots, in RecoverInput.Robots' order (each
+	// may be of another robot; Robots says whose). With one robot they are
+	// that robot's latches.
+	EStop safety.EStopStatus `json:"estop"`
+	Fault safety.FaultStatus `json:"fault"`
+	// Robots holds every robot's latches after the recovery, by robot id
+	// (the one key "" without RecoverInput.Robots). The restart's audit
+	// record lists only the robots with a latch.
+	Robots map[string]RobotLatches `json:"robots,omitempty"`
+	// LegacyLatches names the legacy latches ("estop", "fault") that were
+	// active and were handed to every robot of RecoverInput.Robots.
+	LegacyLatches []string `json:"legacy_latches,omitempty"`
 	// CrashFault is true when Recover latched RecoverInput.CrashFault.
 	CrashFault bool `json:"crash_fault,omitempty"`
 	// AuditSeq is the restart's audit record.
@@ -71,21 +97,43 @@ type RecoveryReport struct {
 // and an audit record each), pending approvals expire, active grants end,
 // idempotency reservations are settled, the start or restart is audited
 // with the latches found, a crash fault the caller latched is recorded,
-// and the memory of a crash (Info.CleanShutdown) is settled, so the next
-// run after a clean shutdown reads clean again. The caller sends the stop
-// first and restores the latches (Latches) into the supervisor.
+// legacy latches are handed to the robots (RecoverInput.Robots), and the
+// memory of a crash (Info.CleanShutdown) is settled, so the next run after
+// a clean shutdown reads clean again. The caller sends the stop first and
+// restores each robot's latches (Latches) into its supervisor.
 func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, error) {
 	if in.By == "" {
 		in.By = "bridge"
 	}
-	now := s.clock.Now()
 	rep := RecoveryReport{Fresh: s.info.Fresh, CleanShutdown: s.info.CleanShutdown}
-	var err error
-	if rep.EStop, rep.Fault, err = s.Latches(ctx); err != nil {
+	robots, err := recoverRobots(in.Robots)
+	if err != nil {
 		return rep, err
 	}
+	now := s.clock.Now()
 	err = s.tx(ctx, "recover", func(tx txn) error {
 		rep.Interrupted, rep.ExpiredApprovals, rep.EndedGrants, rep.SettledKeys, rep.ReleasedKeys = nil, nil, nil, 0, 0
+		rep.EStop, rep.Fault, rep.Robots, rep.LegacyLatches = safety.EStopStatus{}, safety.FaultStatus{}, nil, nil
+		ls, err := loadLatches(ctx, tx, "")
+		if err != nil {
+			return fmt.Errorf("latches: %w", err)
+		}
+		rep.Robots = make(map[string]RobotLatches, len(robots))
+		for _, r := range robots {
+			l := ls.of(r)
+			rep.Robots[r] = l
+			if l.EStop.Active && !rep.EStop.Active {
+				rep.EStop = l.EStop
+			}
+			if l.Fault.Latched && !rep.Fault.Latched {
+				rep.Fault = l.Fault
+			}
+		}
+		if len(in.Robots) > 0 {
+			if rep.LegacyLatches, err = handOverLegacyLatches(ctx, tx, ls, robots, now); err != nil {
+				return fmt.Errorf("legacy latches: %w", err)
+			}
+		}
 		if err := s.interruptTasks(ctx, tx, in, now, &rep); err != nil {
 			return fmt.Errorf("interrupt tasks: %w", err)
 		}
@@ -123,15 +171,15 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 			summary += fmt.Sprintf("; %d task(s) interrupted", len(rep.Interrupted))
 		}
 		if rep.EStop.Active {
-			summary += "; e-stop latch restored"
+			summary += "; e-stop latch restored" + whichRobots(in.Robots, rep.Robots, func(l RobotLatches) bool { return l.EStop.Active })
 		}
 		if rep.Fault.Latched {
-			summary += "; fault latch restored"
+			summary += "; fault latch restored" + whichRobots(in.Robots, rep.Robots, func(l RobotLatches) bool { return l.Fault.Latched })
 		}
 		if in.CrashFault != nil {
 			summary += "; fault latched: " + in.CrashFault.Reason
 		}
-		details := map[string]any{"report": rep, "stop_sent": in.StopSent, "store": s.info}
+		details := map[string]any{"report": auditedReport(rep), "stop_sent": in.StopSent, "store": s.info}
 		if in.StopErr != nil {
 			details["stop_error"] = in.StopErr.Error()
 		}
@@ -141,8 +189,11 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 			if at.IsZero() {
 				at = now
 			}
-			if err := writeSafetyEvent(ctx, tx, safety.Event{Kind: safety.EventFaultLatched, At: at, TaskID: f.TaskID, By: in.By, Reason: f.Reason}); err != nil {
-				return fmt.Errorf("crash fault: %w", err)
+			for _, r := range robots {
+				e := safety.Event{Kind: safety.EventFaultLatched, At: at, RobotID: r, TaskID: f.TaskID, By: in.By, Reason: f.Reason}
+				if err := writeSafetyEvent(ctx, tx, e); err != nil {
+					return fmt.Errorf("crash fault of robot %q: %w", r, err)
+				}
 			}
 		}
 		seq, err := insertAudit(ctx, tx, AuditRecord{At: now, Type: typ, Actor: in.By, Summary: summary}, details)
@@ -154,16 +205,88 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 	}
 	if in.CrashFault != nil {
 		rep.CrashFault = true
+		crash := *in.CrashFault
+		crash.Latched = true
 		if !rep.Fault.Latched {
-			rep.Fault = *in.CrashFault
-			rep.Fault.Latched = true
+			rep.Fault = crash
+		}
+		for r, l := range rep.Robots {
+			if !l.Fault.Latched {
+				l.Fault = crash
+				rep.Robots[r] = l
+			}
 		}
 	}
-	if len(rep.Interrupted) > 0 || len(rep.ExpiredApprovals) > 0 || rep.EStop.Active || rep.Fault.Latched {
+	if len(rep.Interrupted) > 0 || len(rep.ExpiredApprovals) > 0 || rep.EStop.Active || rep.Fault.Latched || len(rep.LegacyLatches) > 0 {
 		s.log.Warn("restart recovery", "interrupted", len(rep.Interrupted), "expired_approvals", len(rep.ExpiredApprovals),
-			"ended_grants", len(rep.EndedGrants), "estop", rep.EStop.Active, "fault", rep.Fault.Latched, "clean_shutdown", rep.CleanShutdown)
+			"ended_grants", len(rep.EndedGrants), "estop", rep.EStop.Active, "fault", rep.Fault.Latched, "clean_shutdown", rep.CleanShutdown,
+			"robots", len(robots), "legacy_latches", rep.LegacyLatches)
 	}
 	return rep, nil
+}
+
+// recoverRobots checks RecoverInput.Robots and returns the robots Recover
+// works on: those, or the one legacy robot "".
+func recoverRobots(ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return []string{legacyRobot}, nil
+	}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		switch {
+		case id == "":
+			return nil, fmt.Errorf("store: recover: RecoverInput.Robots[%d] is empty; every robot needs its id", i)
+		case seen[id]:
+			return nil, fmt.Errorf("store: recover: RecoverInput.Robots names robot %q twice", id)
+		}
+		seen[id] = true
+	}
+	return ids, nil
+}
+
+// maxNamedRobots bounds how many robots one audit summary names.
+const maxNamedRobots = 10
+
+// whichRobots names, for a summary, the robots (in config order) whose
+// latches match — nothing when the bridge has one robot, whose summary
+// reads as before.
+func whichRobots(order []string, by map[string]RobotLatches, match func(RobotLatches) bool) string {
+	if len(order) <= 1 {
+		return ""
+	}
+	var names []string
+	n := 0
+	for _, r := range order {
+		if !match(by[r]) {
+			continue
+		}
+		n++
+		if len(names) < maxNamedRobots {
+			names = append(names, r)
+		}
+	}
+	out := " (" + strings.Join(names, ", ")
+	if n > len(names) {
+		out += fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return out + ")"
+}
+
+// auditedReport is the report as the restart's audit record keeps it:
+// only the robots with a latch, so a large fleet's restart stays one
+// small record.
+func auditedReport(rep RecoveryReport) RecoveryReport {
+	out := rep
+	out.Robots = nil
+	for r, l := range rep.Robots {
+		if l.latched() {
+			if out.Robots == nil {
+				out.Robots = map[string]RobotLatches{}
+			}
+			out.Robots[r] = l
+		}
+	}
+	return out
 }
 
 func liveStates() []any {
@@ -189,18 +312,18 @@ func placeholders(n int) string {
 
 func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now time.Time, rep *RecoveryReport) error {
 	live := liveStates()
-	rows, err := tx.query(ctx, `SELECT id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
+	rows, err := tx.query(ctx, `SELECT id, robot_id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
 	if err != nil {
 		return err
 	}
 	type row struct {
-		id, tool, status string
-		appr, grant      sql.NullString
+		id, robot, tool, status string
+		appr, grant             sql.NullString
 	}
 	var found []row
 	for rows.Next() {
 		var r row
-		if err := rows.Scan(&r.id, &r.tool, &r.status, &r.appr, &r.grant); err != nil {
+		if err := rows.Scan(&r.id, &r.robot, &r.tool, &r.status, &r.appr, &r.grant); err != nil {
 			closeRead(rows)
 			return err
 		}
@@ -228,7 +351,7 @@ func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now
 		te.Suggestion = "check get_robot_state to see where the robot is now, then ask the user before calling " + r.tool +
 			" again (with a new idempotency key)"
 		tr := actions.TransitionRecord{
-			TaskID: r.id, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
+			TaskID: r.id, RobotID: r.robot, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
 			By: in.By, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String,
 		}
 		if err := insertTransition(ctx, tx, tr, now); err != nil {
@@ -239,13 +362,13 @@ func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now
 			return err
 		}
 		if _, err := insertAudit(ctx, tx, AuditRecord{
-			At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, TaskID: r.id,
+			At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, RobotID: r.robot, TaskID: r.id,
 			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.id, r.tool, from, fsm.Interrupted, fsm.EvInterrupt), Reason: reason,
 		},
 			map[string]any{"tool": r.tool, "from": string(from), "to": string(fsm.Interrupted), "event": string(fsm.EvInterrupt), "text": te.Message}); err != nil {
 			return err
 		}
-		rep.Interrupted = append(rep.Interrupted, InterruptedTask{ID: r.id, Tool: r.tool, From: from})
+		rep.Interrupted = append(rep.Interrupted, InterruptedTask{ID: r.id, Tool: r.tool, From: from, RobotID: r.robot})
 	}
 	return nil
 }
