@@ -43,6 +43,15 @@ import (
 // history: a client that reconnects with Last-Event-ID, or one the bus
 // dropped for falling a whole buffer behind, gets a "missed" event saying
 // that events may have been lost, followed by a fresh hello.
+//
+// On a fleet the stream carries every robot's state changes, each event
+// naming its robot (robot_id), and the hello lists the robots as
+// list_robots does (agentFleetHello). GET /v1/agent/events?robot_id=r2
+// follows one robot: its states, the caller's tasks on it, and a hello
+// like a one-robot bridge's that names the robot. A state event that does
+// not say which robot it is of is observed afresh for a stream of one
+// robot (or of a fleet of at most maxNamedRobots), and otherwise not sent:
+// a thousand robots cannot all be read for every state of each.
 
 // Agent event stream timing; variables so that a test on a fake clock
 // can read them.
@@ -62,6 +71,8 @@ const agentRetryMS = 1000
 // RobotEvent is the data of an agent stream's "state" event and of its
 // hello's robot: get_robot_state's view of the robot, in words and data.
 type RobotEvent struct {
+	// RobotID names the robot on a fleet (absent with one robot).
+	RobotID string `json:"robot_id,omitempty"`
 	// Text is one sentence for the model, exactly as true as the bridge
 	// knows: "The robot is stopped at …" only of a current state.
 	Text string `json:"text"`
@@ -102,6 +113,22 @@ func robotEventOf(v console.RobotView) RobotEvent {
 			deg = 0 // never "-0"
 		}
 		ev.ThetaDeg = &deg
+	}
+	return ev
+}
+
+// fleetRobotEventOf is robotEventOf of robot id on a fleet: the event
+// names the robot, and so does its text ("Robot r2 is stopped at …").
+func fleetRobotEventOf(id string, v console.RobotView) RobotEvent {
+	ev := robotEventOf(v)
+	ev.RobotID = id
+	switch {
+	case v.State == nil:
+		ev.Text = "Robot " + id + ": " + eventSentence(v.Summary)
+	case v.Condition.Current():
+		ev.Text = "Robot " + id + " is " + v.Summary + "."
+	default:
+		ev.Text = "Robot " + id + ": " + eventUpperFirst(v.Summary) + "; it may have moved since."
 	}
 	return ev
 }
@@ -219,6 +246,17 @@ func eventUpperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// agentFleetHello is the first event of a fleet's agent stream that
+// follows every robot: the robots as list_robots lists them, and the
+// caller's tasks that hold one.
+type agentFleetHello struct {
+	Text string `json:"text"`
+	// Count is how many robots the bridge serves.
+	Count  int        `json:"count"`
+	Robots []RobotRow `json:"robots"`
+	Tasks  []TaskData `json:"tasks,omitempty"`
+}
+
 // agentHello is the first event of every agent stream.
 type agentHello struct {
 	Text  string     `json:"text"`
@@ -258,15 +296,16 @@ func parseLastEventID(h string) (uint64, *toolerr.Error) {
 }
 
 // agentFilter accepts what the agent stream of p carries: robot states
-// and p's own tasks. It runs under the bus's lock, so it only looks.
-func agentFilter(p Principal) func(events.Event) bool {
+// and p's own tasks (only robot's, when robot is not ""). It runs under
+// the bus's lock, so it only looks.
+func agentFilter(p Principal, robot string) func(events.Event) bool {
 	return func(e events.Event) bool {
 		switch e.Type {
 		case events.TypeState:
 			return true
 		case events.TypeTask:
 			v, ok := e.Data.(actions.TaskView)
-			return ok && v.Principal == p.Name
+			return ok && v.Principal == p.Name && (robot == "" || v.RobotID == robot)
 		case events.TypeEscalation:
 			v, ok := e.Data.(escalation.Escalation)
 			return ok && v.Agent == p.Name
@@ -290,7 +329,22 @@ func (s *Server) handleAgentEvents(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusBadRequest, te)
 		return
 	}
-	ch, unsubscribe := bus.Subscribe(agentFilter(p))
+	// only is the one robot the stream follows: the robot of a one-robot
+	// bridge, the robot_id asked for on a fleet, nil for every robot.
+	only := s.defaultRobot()
+	if q := r.URL.Query(); q.Has(RobotIDArg) {
+		u, ok := s.robotByID(q.Get(RobotIDArg))
+		if !ok || q.Get(RobotIDArg) == "" {
+			writeHTTPError(w, http.StatusBadRequest, s.robotIDError("the agent event stream", q.Get(RobotIDArg)))
+			return
+		}
+		only = u
+	}
+	filterRobot := ""
+	if only != nil && s.multi() {
+		filterRobot = only.id
+	}
+	ch, unsubscribe := bus.Subscribe(agentFilter(p, filterRobot))
 	defer func() { unsubscribe() }()
 	shutdown := shutdownSignal(r)
 
@@ -300,7 +354,7 @@ func (s *Server) handleAgentEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	st := agentStream{s: s, ctx: r.Context(), w: w, rc: http.NewResponseController(w), p: p}
+	st := agentStream{s: s, ctx: r.Context(), w: w, rc: http.NewResponseController(w), p: p, only: only, lastKeys: map[string]string{}}
 	st.buf.WriteString("retry: " + strconv.Itoa(agentRetryMS) + "\n\n")
 	if lastID > 0 {
 		st.event("missed", 0, agentMissed{
@@ -329,7 +383,7 @@ func (s *Server) handleAgentEvents(w http.ResponseWriter, r *http.Request) {
 				// Subscribe again first, so nothing after the new hello
 				// is lost, then say what happened.
 				s.log.Info("agent event stream fell behind; resubscribed", "principal", p.Name)
-				ch, unsubscribe = bus.Subscribe(agentFilter(p))
+				ch, unsubscribe = bus.Subscribe(agentFilter(p, filterRobot))
 				st.event("missed", 0, agentMissed{
 					Reason: "fell_behind",
 					Text: "This stream fell behind and events were lost. " +
@@ -348,23 +402,39 @@ func (s *Server) handleAgentEvents(w http.ResponseWriter, r *http.Request) {
 
 // agentStream is one open agent event stream.
 type agentStream struct {
-	s       *Server
-	ctx     context.Context
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	p       Principal
-	buf     bytes.Buffer
-	lastKey string // the state key last sent
+	s   *Server
+	ctx context.Context
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	p   Principal
+	buf bytes.Buffer
+	// only is the one robot the stream follows, nil for every robot of
+	// a fleet.
+	only *unit
+	// lastKeys are the state keys last sent, by robot id.
+	lastKeys map[string]string
 }
 
+// fleet reports whether the stream's events name their robot: it is a
+// fleet's.
+func (st *agentStream) fleet() bool { return st.s.multi() }
+
 func (st *agentStream) hello() {
-	obs, _ := st.s.observe(st.ctx)
+	if st.only == nil {
+		st.fleetHello()
+		return
+	}
+	u := st.only
+	obs, _ := st.s.observe(st.ctx, u)
 	view := console.ViewRobot(obs)
-	st.lastKey = stateKey(view)
+	st.lastKeys[u.id] = stateKey(view)
 	hello := agentHello{Robot: robotEventOf(view)}
+	if st.fleet() {
+		hello.Robot = fleetRobotEventOf(u.id, view)
+	}
 	hello.Text = hello.Robot.Text
-	if v, ok := st.s.conf.Tasks.Active(); ok && v.Principal == st.p.Name {
-		d := taskData(v)
+	if v, ok := u.tasks.Active(); ok && v.Principal == st.p.Name {
+		d := st.s.taskData(v)
 		hello.Task = &d
 		hello.Text += " " + taskEventText(v)
 	} else {
@@ -373,23 +443,97 @@ func (st *agentStream) hello() {
 	st.event("hello", 0, hello)
 }
 
+// fleetHello is the hello of a stream that follows every robot of a
+// fleet.
+func (st *agentStream) fleetHello() {
+	ctx, cancel := context.WithTimeout(st.ctx, st.s.conf.StateTimeout)
+	defer cancel()
+	us := st.s.units()
+	rows := st.s.rows(ctx, us, time.Time{})
+	hello := agentFleetHello{Count: len(rows), Robots: rows}
+	var b strings.Builder
+	fmt.Fprintf(&b, "This bridge serves %s.", fleetWords(rows))
+	var mine []string
+	for i, r := range rows {
+		// The keys of the robots now: what follows is what changes.
+		obs, _ := st.s.observe(ctx, us[i])
+		st.lastKeys[r.RobotID] = stateKey(console.ViewRobot(obs))
+		if r.BusyTaskID != "" && r.busy.Principal == st.p.Name {
+			hello.Tasks = append(hello.Tasks, st.s.taskData(r.busy))
+			mine = append(mine, fmt.Sprintf("task %s (%s) on %s %s", r.busy.ID, r.busy.Tool, r.RobotID, StatusPhrase(r.busy.Status)))
+		}
+	}
+	if len(mine) == 0 {
+		b.WriteString(" None of your tasks holds a robot.")
+	} else {
+		b.WriteString(" Your tasks: " + idsText(mine) + ".")
+	}
+	b.WriteString(" data.robots lists every robot; state events name their robot (robot_id).")
+	hello.Text = b.String()
+	st.event("hello", 0, hello)
+}
+
+// stateEvent sends the robot states a state event brings, each once it
+// differs from the last sent of its robot.
+func (st *agentStream) stateEvent(e events.Event) {
+	view, haveView := robotViewOf(e)
+	var us []*unit
+	switch {
+	case !st.fleet():
+		us = []*unit{st.only}
+	default:
+		if rid := robotIDOf(e.Data); rid != "" {
+			if st.only != nil && rid != st.only.id {
+				return
+			}
+			u, ok := st.s.robotByID(rid)
+			if !ok {
+				return
+			}
+			us = []*unit{u}
+		} else {
+			haveView = false
+			switch {
+			case st.only != nil:
+				us = []*unit{st.only}
+			case len(st.s.ids) <= maxNamedRobots:
+				us = st.s.units()
+			default:
+				return
+			}
+		}
+	}
+	for _, u := range us {
+		v := view
+		if !haveView {
+			obs, _ := st.s.observe(st.ctx, u)
+			v = console.ViewRobot(obs)
+		}
+		key := stateKey(v)
+		if key == st.lastKeys[u.id] {
+			continue
+		}
+		st.lastKeys[u.id] = key
+		if st.fleet() {
+			st.event("state", e.Seq, fleetRobotEventOf(u.id, v))
+		} else {
+			st.event("state", e.Seq, robotEventOf(v))
+		}
+	}
+}
+
 func (st *agentStream) busEvent(e events.Event) {
 	switch e.Type {
 	case events.TypeState:
-		view, ok := robotViewOf(e)
-		if !ok {
-			obs, _ := st.s.observe(st.ctx)
-			view = console.ViewRobot(obs)
-		}
-		key := stateKey(view)
-		if key == st.lastKey {
-			return
-		}
-		st.lastKey = key
-		st.event("state", e.Seq, robotEventOf(view))
+		st.stateEvent(e)
 	case events.TypeTask:
 		if v, ok := e.Data.(actions.TaskView); ok {
-			st.event("task", e.Seq, taskEventOf(v))
+			ev := taskEventOf(v)
+			if st.fleet() {
+				ev.Task = st.s.taskData(v)
+				ev.Text = "Robot " + v.RobotID + ": " + ev.Text
+			}
+			st.event("task", e.Seq, ev)
 		}
 	case events.TypeEscalation:
 		if v, ok := e.Data.(escalation.Escalation); ok {

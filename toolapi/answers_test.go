@@ -208,7 +208,7 @@ func TestStrictModeNulls_AreOptionalArgumentsLeftOut(t *testing.T) {
 	}
 
 	// When a strict model drives the base by x and y, with nulls for the rest
-	env := h.call("move_base_to", keyed("k-strict", asStrictModel("move_base_to", `{"x": 1, "y": 2, "theta_deg": null, "location": null}`)))
+	env := h.call("move_base_to", keyed("k-strict", asStrictModel("move_base_to", `{"x": 1, "y": 2, "theta_deg": null, "location": null, "robot_id": null}`)))
 	// Then the runner gets exactly the arguments given
 	require.True(t, env.OK, "%+v", env.Error)
 	require.Equal(t, map[string]any{"x": 1.0, "y": 2.0}, h.tasks.lastRequest().Arguments)
@@ -219,16 +219,16 @@ func TestStrictModeNulls_AreOptionalArgumentsLeftOut(t *testing.T) {
 	require.EqualValues(t, 1, h.tasks.submits.Load())
 
 	// When it moves the arm by one joint, nulls for the others and the pose
-	env = h.call("move_arm_to", args(asStrictModel("move_arm_to", `{"pose": null, "joints": {"elbow": -1, "wrist": null, "shoulder_yaw": null, "shoulder_pitch": null}}`)))
+	env = h.call("move_arm_to", args(asStrictModel("move_arm_to", `{"pose": null, "robot_id": null, "joints": {"elbow": -1, "wrist": null, "shoulder_yaw": null, "shoulder_pitch": null}}`)))
 	require.True(t, env.OK, "%+v", env.Error)
 	require.Equal(t, map[string]any{"joints": map[string]any{"elbow": -1.0}}, h.tasks.lastRequest().Arguments)
 
 	// When everything is null, it gave no form at all
-	env = h.call("move_base_to", args(asStrictModel("move_base_to", `{"x": null, "y": null, "theta_deg": null, "location": null}`)))
+	env = h.call("move_base_to", args(asStrictModel("move_base_to", `{"x": null, "y": null, "theta_deg": null, "location": null, "robot_id": null}`)))
 	require.Equal(t, toolerr.InvalidParams, env.Error.Type)
 	require.Contains(t, env.Error.Message, "give x and y (and optionally theta_deg), or location alone")
 	// When both forms come, with nulls for what is left
-	env = h.call("move_base_to", args(asStrictModel("move_base_to", `{"x": 1, "y": 2, "theta_deg": null, "location": "home"}`)))
+	env = h.call("move_base_to", args(asStrictModel("move_base_to", `{"x": 1, "y": 2, "theta_deg": null, "location": "home", "robot_id": null}`)))
 	require.Equal(t, toolerr.InvalidParams, env.Error.Type)
 	require.Contains(t, env.Error.Message, "mix two ways")
 

@@ -127,7 +127,16 @@ func (noSafety) SafetyStatus() any {
 type Conf struct {
 	// HWConfig is the robot's configuration; the tool registry, the
 	// schemas' enums and ranges and the approval policies come from it.
+	// On a fleet it is the configuration every robot shares (the
+	// template): their tools, named locations and poses.
 	HWConfig *hwconfig.Config
+	// Fleet is the robots the API serves (optional). nil means one robot,
+	// HWConfig.Robot.ID, served by Tasks, Robot, Scene and Safety; with a
+	// Fleet those four are not used, each robot has its own backends, and
+	// every call names its robot with robot_id (see fleet.go). The Server
+	// reads Fleet.Robots once, in New: the tools' schemas name the robots,
+	// so the set of robots is fixed for the Server's life.
+	Fleet Fleet
 	// Tasks is the action runner (optional). It defaults to one that
 	// answers every action with UNAVAILABLE, so a bridge without a runner
 	// still answers structurally.
@@ -146,7 +155,7 @@ type Conf struct {
 	Tokens Tokens
 	// Ready reports whether the bridge can serve (robot link up, store
 	// writable) for GET /readyz (optional). It defaults to ready when the
-	// robot link is up.
+	// robot link is up (on a fleet: when any robot's link is up).
 	Ready func(ctx context.Context) error
 	// Idempotency stores idempotency keys (optional). It defaults to an
 	// in-memory store.
@@ -239,6 +248,11 @@ func confErr(field, format string, args ...any) error {
 func (c Conf) withDefaults() (Conf, error) {
 	if c.HWConfig == nil {
 		return c, confErr("HWConfig", "is required")
+	}
+	if c.Fleet != nil {
+		if err := checkFleet(c.Fleet); err != nil {
+			return c, err
+		}
 	}
 	if err := c.Tokens.validate(); err != nil {
 		return c, err
@@ -337,7 +351,7 @@ func (c Conf) withDefaults() (Conf, error) {
 	if c.LoopThreshold < 2 {
 		return c, confErr("LoopThreshold", "must be at least 2, got %d", c.LoopThreshold)
 	}
-	if c.Ready == nil {
+	if c.Ready == nil && c.Fleet == nil {
 		robotState := c.Robot
 		c.Ready = func(context.Context) error {
 			if !robotState.LinkUp() {

@@ -90,7 +90,10 @@ func retryAfterMS(typ toolerr.Type, retryable bool, d time.Duration) int64 {
 
 // TaskData is get_task's data: the whole task as the agent sees it.
 type TaskData struct {
-	ID        string           `json:"id"`
+	ID string `json:"id"`
+	// RobotID is the robot the task is for, on a bridge that serves
+	// several (absent with one robot).
+	RobotID   string           `json:"robot_id,omitempty"`
 	Tool      string           `json:"tool"`
 	Arguments map[string]any   `json:"arguments"`
 	Status    fsm.State        `json:"status"`

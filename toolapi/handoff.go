@@ -136,19 +136,17 @@ func (s *Server) callRecord(at time.Time, tool string, args map[string]any, env 
 	return c
 }
 
-// requestHelp runs request_operator_help.
-func (s *Server) requestHelp(ctx context.Context, p Principal, req CallRequest, args map[string]any) outcome {
+// requestHelp runs request_operator_help; u is the robot it names (nil:
+// none, on a fleet).
+func (s *Server) requestHelp(ctx context.Context, p Principal, u *unit, req CallRequest, args map[string]any) outcome {
 	summary, _ := args["summary"].(string)
 	sum, err := escalation.NormalizeText("summary", summary)
 	if err != nil {
 		return fail(fieldError("summary", cutText(summary, 64), "1 to 2000 characters of text saying what you need (control characters are removed)"))
 	}
 	taskID, _ := args["task_id"].(string)
-	if taskID != "" {
-		v, err := s.conf.Tasks.Get(taskID)
-		if err != nil || v.Principal != p.Name || v.SessionID != req.SessionID {
-			return fail(fieldError("task_id", cutText(taskID, 64), "the id of one of this session's tasks, or no task_id"))
-		}
+	if taskID != "" && !s.sessionTask(p, u, req.SessionID, taskID) {
+		return fail(fieldError("task_id", cutText(taskID, 64), "the id of one of this session's tasks, or no task_id"))
 	}
 	e, err := s.escalate(ctx, p.Name, req.SessionID, taskID, sum, escalation.SourceAgent)
 	if err != nil {
@@ -160,6 +158,23 @@ func (s *Server) requestHelp(ctx context.Context, p Principal, req CallRequest, 
 			"\"escalation\" event on your event stream and in the operator_message of the first tool result you get after they answer; "+
 			"until then do not retry what failed.", e.ID),
 	}
+}
+
+// sessionTask reports whether task id is one of the session's: on robot
+// u, or, when the call names no robot, on any robot of the fleet (task
+// ids are each runner's own, so the first robot with such a task of
+// this session is the one).
+func (s *Server) sessionTask(p Principal, u *unit, session, id string) bool {
+	us := []*unit{u}
+	if u == nil {
+		us = s.units()
+	}
+	for _, u := range us {
+		if v, err := u.tasks.Get(id); err == nil && v.Principal == p.Name && v.SessionID == session {
+			return true
+		}
+	}
+	return false
 }
 
 // escalate files an escalation with the session's recent calls.

@@ -341,14 +341,25 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {
 		}
 		args["wait_ms"] = float64(min(ms, s.conf.MaxWait.Milliseconds()))
 	}
+	robotIDQuery(r, args)
 	req := CallRequest{Tool: ToolGetTask, Arguments: args, SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id")}
 	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
 }
 
 func (s *Server) handleCancelTask(w http.ResponseWriter, r *http.Request) {
+	args := map[string]any{"task_id": r.PathValue("id")}
+	robotIDQuery(r, args)
 	req := CallRequest{
-		Tool: ToolCancelTask, Arguments: map[string]any{"task_id": r.PathValue("id")},
+		Tool: ToolCancelTask, Arguments: args,
 		SessionID: r.Header.Get("X-Session-Id"), TraceID: r.Header.Get("X-Request-Id"),
 	}
 	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
+}
+
+// robotIDQuery passes a task route's ?robot_id= to the call: on a fleet a
+// task id is its robot's runner's own, so the route needs the robot too.
+func robotIDQuery(r *http.Request, args map[string]any) {
+	if q := r.URL.Query(); q.Has(RobotIDArg) {
+		args[RobotIDArg] = q.Get(RobotIDArg)
+	}
 }

@@ -55,14 +55,14 @@ import (
 //     answer and sends nothing. A retry with a new id is a new call.
 func (s *Server) mcpHandler() http.Handler {
 	// Every wait for a task (an action's wait_ms, get_task's long poll)
-	// goes through progressTasks, which sends MCP progress notifications
-	// when the call that waits carries a progress token (mcp_progress.go).
-	s.conf.Tasks = progressTasks{Tasks: s.conf.Tasks, bus: s.conf.Events}
+	// goes through progressTasks (every robot's Tasks is one, see
+	// unit.fill), which sends MCP progress notifications when the call
+	// that waits carries a progress token (mcp_progress.go).
 	m := newMCPState(s)
 	sdkLog := slog.New(sdkLogHandler{s.log.Handler()})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "robot-bridge", Title: "robot-bridge tools", Version: "0.1.0"},
 		&mcp.ServerOptions{
-			Instructions: mcpInstructions(s.conf.MaxWait),
+			Instructions: mcpInstructions(s.conf.MaxWait) + s.fleetInstructions(),
 			Logger:       sdkLog,
 			// Resources are subscribable; updates come from the event bus
 			// (mcp_resources.go).
@@ -177,6 +177,7 @@ var mcpTitles = map[string]string{
 	ToolStop:                "Stop the robot",
 	ToolCancelTask:          "Cancel a task",
 	ToolRequestOperatorHelp: "Ask an operator for help",
+	ToolListRobots:          "List the robots",
 }
 
 // mcpTitle is a tool's title: from mcpTitles, or its name in words.

@@ -45,6 +45,7 @@ const (
 	ToolReturnToSafePose  = "return_to_safe_pose"
 	ToolStop              = "stop"
 	ToolCancelTask        = "cancel_task"
+	ToolListRobots        = "list_robots"
 	schemaDraft           = "https://json-schema.org/draft/2020-12/schema"
 	defaultStateTimeoutMS = 2000
 )
@@ -78,6 +79,11 @@ type Tool struct {
 	// formsHint says in words which form to use, for INVALID_PARAMS.
 	formsHint string
 	schema    *jsonschema.Schema
+	// hideRobotID keeps robot_id out of the fields an INVALID_PARAMS
+	// names as allowed when the bridge has one robot: the argument is
+	// never needed there, and a model told "allowed: only robot_id" of a
+	// tool that takes nothing would be sent looking for an id.
+	hideRobotID bool
 }
 
 // argForm is one way of calling a tool whose arguments come in
@@ -116,12 +122,19 @@ func (t *Tool) Info() ToolInfo {
 	}
 }
 
-// Registry is the set of tools of one robot. It is immutable after
-// NewRegistry and safe for concurrent use.
+// Registry is the set of tools of one robot, or of a fleet of robots of
+// one kind (NewFleetRegistry). It is immutable after it is built and safe
+// for concurrent use.
 type Registry struct {
 	tools  []*Tool
 	byName map[string]*Tool
+	// robotIDs are the robots the tools serve, in config order.
+	robotIDs []string
 }
+
+// RobotIDs returns the ids of the robots the registry's tools serve, in
+// config order.
+func (r *Registry) RobotIDs() []string { return append([]string(nil), r.robotIDs...) }
 
 // Tools returns the tools in a stable order: state tools, then actions.
 func (r *Registry) Tools() []*Tool { return append([]*Tool(nil), r.tools...) }
@@ -233,18 +246,34 @@ var genericWords = map[string]bool{
 	"tool": true, "current": true, "now": true,
 }
 
+// genericNouns are the generic words a name made only of generic words
+// is known by: list_robots is about robots, list_tools about tools.
+var genericNouns = map[string]bool{"robot": true, "tool": true}
+
 // contentWords returns a name's meaningful words in order, a trailing
-// plural 's' dropped.
+// plural 's' dropped; for a name of generic words only, its generic
+// nouns (list_robots: robot), so that it is not compared letter by
+// letter with every other list_… name.
 func contentWords(name string) []string {
+	out := wordsWithout(name, func(w string) bool { return genericWords[w] })
+	if len(out) == 0 {
+		out = wordsWithout(name, func(w string) bool { return genericWords[w] && !genericNouns[w] })
+	}
+	return out
+}
+
+// wordsWithout returns name's words, plural 's' dropped, except those
+// skip says to leave out.
+func wordsWithout(name string, skip func(string) bool) []string {
 	var out []string
 	for w := range strings.SplitSeq(name, "_") {
-		if w == "" || genericWords[w] {
+		if w == "" || skip(w) {
 			continue
 		}
 		if len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") {
 			w = strings.TrimSuffix(w, "s")
 		}
-		if !genericWords[w] {
+		if !skip(w) {
 			out = append(out, w)
 		}
 	}
@@ -297,15 +326,43 @@ func nameSimilarity(q, name string) float64 {
 // Tools follow capabilities: without an arm there is no move_arm_to, grasp
 // or release; without a gripper no grasp or release. Enums (locations,
 // poses, joints) and numeric ranges (world bounds, joint limits) come from
-// cfg, so a model is told the limits before it calls.
+// cfg, so a model is told the limits before it calls. Every tool takes an
+// optional robot_id, which must be cfg.Robot.ID when given.
 func NewRegistry(cfg *hwconfig.Config) (*Registry, error) {
 	if cfg == nil {
 		return nil, confErr("HWConfig", "is required")
 	}
+	return NewFleetRegistry(cfg, []string{cfg.Robot.ID})
+}
+
+// NewFleetRegistry builds the tools of a fleet of robots that share cfg's
+// tools, named locations and poses; robotIDs are the robots in config
+// order. With more than one robot, every tool but stop,
+// request_operator_help and list_robots requires robot_id; with at most
+// MaxRobotEnum robots the schemas list the ids in an enum, above that the
+// property's description says to call list_robots (the schemas must stay
+// small for a fleet of a thousand robots).
+func NewFleetRegistry(cfg *hwconfig.Config, robotIDs []string) (*Registry, error) {
+	if cfg == nil {
+		return nil, confErr("HWConfig", "is required")
+	}
+	if len(robotIDs) == 0 {
+		return nil, confErr("Fleet", "serves no robot")
+	}
+	seen := make(map[string]bool, len(robotIDs))
+	for _, id := range robotIDs {
+		if id == "" {
+			return nil, confErr("Fleet", "a robot has an empty id")
+		}
+		if seen[id] {
+			return nil, confErr("Fleet", "robot id %q appears twice", id)
+		}
+		seen[id] = true
+	}
 	b := builder{cfg: cfg}
 	tools := []*Tool{
 		b.getRobotState(), b.describeScene(), b.getTask(), b.listNamedPoses(), b.getSafetyStatus(),
-		b.requestOperatorHelp(), b.moveBaseTo(),
+		b.listRobots(len(robotIDs)), b.requestOperatorHelp(), b.moveBaseTo(),
 	}
 	if cfg.Arm != nil && len(cfg.Arm.Joints) > 0 {
 		tools = append(tools, b.moveArmTo())
@@ -314,8 +371,9 @@ func NewRegistry(cfg *hwconfig.Config) (*Registry, error) {
 		}
 	}
 	tools = append(tools, b.returnToSafePose(), b.stop(), b.cancelTask())
-	r := &Registry{byName: map[string]*Tool{}}
+	r := &Registry{byName: map[string]*Tool{}, robotIDs: append([]string(nil), robotIDs...)}
 	for _, t := range tools {
+		addRobotID(t, r.robotIDs)
 		sch, err := compileSchema(t.Name, t.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("toolapi: schema of %s: %w", t.Name, err)

@@ -118,7 +118,7 @@ func names(r *Registry) []string {
 
 func TestRegistry_FollowsCapabilities(t *testing.T) {
 	all := []string{
-		"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "request_operator_help",
+		"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "list_robots", "request_operator_help",
 		"move_base_to", "move_arm_to", "grasp", "release", "return_to_safe_pose", "stop", "cancel_task",
 	}
 	cases := []struct {
@@ -130,14 +130,14 @@ func TestRegistry_FollowsCapabilities(t *testing.T) {
 		{
 			"no gripper: no grasp or release", func(c *hwconfig.Config) { c.Gripper = nil },
 			[]string{
-				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "request_operator_help",
+				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "list_robots", "request_operator_help",
 				"move_base_to", "move_arm_to", "return_to_safe_pose", "stop", "cancel_task",
 			},
 		},
 		{
 			"no arm: no arm tools", func(c *hwconfig.Config) { c.Arm, c.Poses = nil, nil },
 			[]string{
-				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "request_operator_help",
+				"get_robot_state", "describe_scene", "get_task", "list_named_poses", "get_safety_status", "list_robots", "request_operator_help",
 				"move_base_to", "return_to_safe_pose", "stop", "cancel_task",
 			},
 		},

@@ -28,11 +28,19 @@ type Server struct {
 	reg   *Registry
 	log   *slog.Logger
 	guard *guard
-	robot *reader
-	scene *reader
 	m     *metrics
 	mux   *http.ServeMux
 	h     http.Handler
+
+	// fleet is Conf.Fleet; nil: one robot, one.
+	fleet Fleet
+	one   *unit
+	// ids are the robots' ids in config order, index the same as a set;
+	// both are fixed in New, since the tools' schemas name the robots.
+	ids   []string
+	index map[string]int
+	// readers holds each robot's read breakers (*unitReaders by id).
+	readers sync.Map
 
 	hist *history
 
@@ -58,8 +66,10 @@ type metrics struct {
 // newMetrics registers the tool API's metrics on reg (nil: kept, not
 // exported). Label values are bounded: tool names come from the registry
 // (an unknown name is "unknown"), kind is state, action or unknown,
-// outcome is ok or error, error_type is a toolerr type or "none".
-func newMetrics(reg prometheus.Registerer, deps map[string]*reader) *metrics {
+// outcome is ok or error, error_type is a toolerr type or "none". deps
+// gives each dependency's breaker state (on a fleet the worst of its
+// robots', so that the series stay one per dependency).
+func newMetrics(reg prometheus.Registerer, deps map[string]func() float64) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		calls: f.NewCounterVec(prometheus.CounterOpts{
@@ -72,23 +82,38 @@ func newMetrics(reg prometheus.Registerer, deps map[string]*reader) *metrics {
 			Buckets: []float64{.0001, .0003, .001, .003, .01, .03, .1, .3, 1, 3, 10, 30, 60},
 		}, []string{"tool"}),
 	}
-	for name, r := range deps {
-		cb := r.cb
+	for name, state := range deps {
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "robot_bridge", Name: "breaker_state",
 			Help:        "Circuit breaker state of a dependency the tool API reads: 0 closed, 1 half-open, 2 open.",
 			ConstLabels: prometheus.Labels{"dependency": name},
-		}, func() float64 {
-			switch {
-			case cb.IsOpen():
-				return 2
-			case cb.IsHalfOpen():
-				return 1
-			}
-			return 0
-		})
+		}, state)
 	}
 	return m
+}
+
+// breakerState is a breaker's state as the breaker_state gauge counts it.
+func breakerState(r *reader) float64 {
+	switch {
+	case r.cb.IsOpen():
+		return 2
+	case r.cb.IsHalfOpen():
+		return 1
+	}
+	return 0
+}
+
+// worstBreaker is the worst state of one dependency's breakers over
+// every robot read so far.
+func (s *Server) worstBreaker(pick func(*unitReaders) *reader) func() float64 {
+	return func() float64 {
+		worst := 0.0
+		s.readers.Range(func(_, v any) bool {
+			worst = max(worst, breakerState(pick(v.(*unitReaders))))
+			return worst < 2
+		})
+		return worst
+	}
 }
 
 // New returns a Server; it fails if conf is incomplete or the registry
@@ -98,16 +123,47 @@ func New(conf Conf) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := NewRegistry(c.HWConfig)
+	s := &Server{conf: c, log: c.Logger, guard: newGuard(c), fleet: c.Fleet, flights: map[string]*flight{}, hist: newHistory()}
+	if c.Fleet == nil {
+		id := c.HWConfig.Robot.ID
+		rs := &unitReaders{rd: newReader("the robot state", c), sc: newReader("perception", c)}
+		s.readers.Store(id, rs)
+		s.one = &unit{
+			id: id, name: c.HWConfig.Robot.Name, tasks: c.Tasks, robot: c.Robot, scene: c.Scene, safety: c.Safety,
+			rd: rs.rd, sc: rs.sc,
+		}
+		s.one.fill(s)
+		s.ids = []string{id}
+	} else {
+		for _, fr := range c.Fleet.Robots() {
+			s.ids = append(s.ids, fr.ID)
+		}
+	}
+	s.index = make(map[string]int, len(s.ids))
+	for i, id := range s.ids {
+		s.index[id] = i
+	}
+	reg, err := NewFleetRegistry(c.HWConfig, s.ids)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{
-		conf: c, reg: reg, log: c.Logger, guard: newGuard(c),
-		robot: newReader("the robot state", c), scene: newReader("perception", c),
-		flights: map[string]*flight{}, hist: newHistory(),
+	s.reg = reg
+	if c.Fleet != nil && c.Ready == nil {
+		// A bridge serves while any of its robots can be reached: one
+		// robot's link down must not take the others' API away.
+		s.conf.Ready = func(context.Context) error {
+			for _, u := range s.units() {
+				if u.robot.LinkUp() {
+					return nil
+				}
+			}
+			return errors.New("every robot's link is down")
+		}
 	}
-	s.m = newMetrics(c.Registerer, map[string]*reader{"robot_state": s.robot, "perception": s.scene})
+	s.m = newMetrics(c.Registerer, map[string]func() float64{
+		"robot_state": s.worstBreaker(func(r *unitReaders) *reader { return r.rd }),
+		"perception":  s.worstBreaker(func(r *unitReaders) *reader { return r.sc }),
+	})
 	s.routes()
 	return s, nil
 }
@@ -181,6 +237,9 @@ type outcome struct {
 	// dataWithError keeps data in a failed envelope: the last known
 	// state of an UNAVAILABLE get_robot_state.
 	dataWithError bool
+	// robotWords, when set, is the envelope's robot field, already
+	// observed: the fleet's words of a call for every robot.
+	robotWords string
 }
 
 func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
@@ -238,6 +297,9 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		return hash
 	}
 	tool, known := s.reg.Lookup(req.Tool)
+	// u is the robot the call is for: the only one until the arguments
+	// name another; nil on a fleet when they name none.
+	u := s.defaultRobot()
 	if known && argErr == nil {
 		// A null for an optional argument means it is absent (OpenAI's
 		// strict mode sends every argument), for validation, the
@@ -266,14 +328,24 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 			out = outcome{err: argErr}
 		default:
 			kind = string(tool.Kind)
-			if te := tool.Validate(args); te != nil {
+			// The robot is resolved before the schema is checked: a model
+			// that left robot_id out learns which robots there are.
+			ru, te := s.robotFor(tool, args)
+			if te == nil {
+				u = ru
+				te = tool.Validate(args)
+			}
+			switch {
+			case te != nil:
 				out = outcome{err: te}
-			} else if tool.Name == ToolRequestOperatorHelp {
-				out = s.requestHelp(ctx, p, req, args)
-			} else if tool.Kind == KindState {
-				out = s.runState(ctx, tool, args)
-			} else {
-				out = s.runAction(ctx, p, tool, args, argsHash, req)
+			case tool.Name == ToolRequestOperatorHelp:
+				out = s.requestHelp(ctx, p, u, req, args)
+			case tool.Name == ToolListRobots:
+				out = s.listRobots(ctx, u, args)
+			case tool.Kind == KindState:
+				out = s.runState(ctx, u, tool, args)
+			default:
+				out = s.runAction(ctx, p, u, tool, args, argsHash, req)
 			}
 		}
 		// The loop guard sees every executed call's outcome; a
@@ -285,7 +357,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		}
 	}
 	env := out.envelope(req.Tool)
-	env.Robot = s.robotText(ctx, out)
+	env.Robot = s.robotText(ctx, u, out)
 	s.hist.add(sessKey, s.callRecord(start, req.Tool, args, env))
 	if looped != nil {
 		s.loopEscalation(ctx, p, req, looped)
@@ -327,6 +399,9 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		if req.IdempotencyKey != "" {
 			attrs = append(attrs, "idempotent", true)
 		}
+		if s.multi() && u != nil {
+			attrs = append(attrs, "robot_id", u.id)
+		}
 		if s.log.Enabled(ctx, slog.LevelDebug) {
 			attrs = append(attrs, "args", s.reg.Redact(req.Tool, args))
 		}
@@ -356,14 +431,14 @@ func (s *Server) unknownTool(name string) *toolerr.Error {
 	return te.With("closest", closest).With("available", all).With("received", shown)
 }
 
-// observe reads the robot's newest state with what decides whether it
+// observe reads robot u's newest state with what decides whether it
 // describes the robot now: when it was received, the link, the clock. An
 // error means there is no state at all.
-func (s *Server) observe(ctx context.Context) (robot.Observation, error) {
-	st, at, err := s.conf.Robot.Latest(ctx)
+func (s *Server) observe(ctx context.Context, u *unit) (robot.Observation, error) {
+	st, at, err := u.robot.Latest(ctx)
 	// The link and the clock are read after the state, so the age and
 	// the link are never older than the state they qualify.
-	obs := robot.Observation{LinkUp: s.conf.Robot.LinkUp(), Now: s.conf.Clock.Now(), StaleAfter: s.conf.StaleAfter}
+	obs := robot.Observation{LinkUp: u.robot.LinkUp(), Now: s.conf.Clock.Now(), StaleAfter: s.conf.StaleAfter}
 	if err != nil {
 		return obs, err
 	}
@@ -375,12 +450,21 @@ func (s *Server) observe(ctx context.Context) (robot.Observation, error) {
 // exactly as true as what the bridge knows at this moment (see
 // robot.Observation.Summary: "stopped" only from a current state, and
 // after a stop only from a state received since), and what task holds
-// the robot.
-func (s *Server) robotText(ctx context.Context, out outcome) string {
+// the robot. On a fleet, a call that named no robot gets the fleet's
+// words (fleetWords).
+func (s *Server) robotText(ctx context.Context, u *unit, out outcome) string {
+	if out.robotWords != "" {
+		return out.robotWords
+	}
+	if u == nil {
+		ctx, cancel := context.WithTimeout(ctx, s.conf.StateTimeout)
+		defer cancel()
+		return fleetWords(s.rows(ctx, s.units(), out.stopSentAt))
+	}
 	var b strings.Builder
 	obs := out.obs
 	if obs == nil {
-		o, err := s.observe(ctx)
+		o, err := s.observe(ctx, u)
 		if err != nil {
 			b.WriteString("robot state unknown (no state from the robot: ")
 			b.WriteString(toolerr.As(err).Message)
@@ -399,7 +483,7 @@ func (s *Server) robotText(ctx context.Context, out outcome) string {
 		}
 		b.WriteString(o.Summary())
 	}
-	if v, ok := s.conf.Tasks.Active(); ok {
+	if v, ok := u.tasks.Active(); ok {
 		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, StatusPhrase(v.Status))
 	} else {
 		b.WriteString(", no task running")
@@ -415,7 +499,7 @@ func (s *Server) clampWait(d time.Duration) time.Duration {
 	return min(d, s.conf.MaxWait)
 }
 
-func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) outcome {
+func (s *Server) runState(ctx context.Context, u *unit, t *Tool, args map[string]any) outcome {
 	if t.Name == ToolGetTask {
 		// A long poll is bounded by wait_ms, not by the state timeout.
 		id, _ := args["task_id"].(string)
@@ -423,14 +507,14 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 		if ms, ok := args["wait_ms"].(float64); ok {
 			wait = s.clampWait(time.Duration(ms) * time.Millisecond)
 		}
-		return s.getTask(ctx, id, wait)
+		return s.getTask(ctx, u, id, wait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.conf.StateTimeout, t.Timeout))
 	defer cancel()
 	switch t.Name {
 	case ToolGetRobotState:
-		v, err := s.robot.do(ctx, func(ctx context.Context) (any, error) {
-			obs, err := s.observe(ctx)
+		v, err := u.rd.do(ctx, func(ctx context.Context) (any, error) {
+			obs, err := s.observe(ctx, u)
 			if err != nil {
 				return nil, err
 			}
@@ -446,7 +530,7 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 				// The link (or the breaker) says no, but the bridge still
 				// holds the last state it received: give it, with its age,
 				// never as the robot's now.
-				if obs, oerr := s.observe(ctx); oerr == nil {
+				if obs, oerr := s.observe(ctx, u); oerr == nil {
 					return lastKnown(te, obs)
 				}
 			}
@@ -472,8 +556,8 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 			text string
 			data any
 		}
-		v, err := s.scene.do(ctx, func(ctx context.Context) (any, error) {
-			text, data, err := s.conf.Scene.Describe(ctx, q)
+		v, err := u.sc.do(ctx, func(ctx context.Context) (any, error) {
+			text, data, err := u.scene.Describe(ctx, q)
 			return scene{text, data}, err
 		})
 		if err != nil {
@@ -484,7 +568,7 @@ func (s *Server) runState(ctx context.Context, t *Tool, args map[string]any) out
 	case ToolListNamedPoses:
 		return s.listNamedPoses()
 	case ToolGetSafetyStatus:
-		st := s.conf.Safety.SafetyStatus()
+		st := u.safety.SafetyStatus()
 		text := "Safety status read."
 		switch v := st.(type) {
 		case interface{ Text() string }:
@@ -566,15 +650,15 @@ func lastKnown(te *toolerr.Error, obs robot.Observation) outcome {
 	return outcome{err: te, data: newStateData(obs), text: text, obs: &obs, dataWithError: true}
 }
 
-func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) outcome {
+func (s *Server) getTask(ctx context.Context, u *unit, id string, wait time.Duration) outcome {
 	var (
 		v   actions.TaskView
 		err error
 	)
 	if wait > 0 {
-		v, err = s.conf.Tasks.Wait(ctx, id, wait)
+		v, err = u.tasks.Wait(ctx, id, wait)
 	} else {
-		v, err = s.conf.Tasks.Get(id)
+		v, err = u.tasks.Get(id)
 	}
 	if err != nil {
 		te := toolerr.As(err)
@@ -591,7 +675,7 @@ func (s *Server) getTask(ctx context.Context, id string, wait time.Duration) out
 	if te := taskError(v); te != nil {
 		text = fmt.Sprintf("Task %s (%s) %s with %s: %s Suggestion: %s", v.ID, v.Tool, StatusPhrase(v.Status), te.Type, te.MessageText(), te.SuggestionText())
 	}
-	return outcome{data: taskData(v), task: taskRef(v), text: text}
+	return outcome{data: s.taskData(v), task: taskRef(v), text: text}
 }
 
 // taskText says in words where a task is, for the model: its status as a
@@ -682,14 +766,17 @@ func (s *Server) listNamedPoses() outcome {
 	return outcome{data: data, text: text}
 }
 
-func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[string]any, argsHash func() string, req CallRequest) outcome {
+func (s *Server) runAction(ctx context.Context, p Principal, u *unit, t *Tool, args map[string]any, argsHash func() string, req CallRequest) outcome {
 	switch t.Name {
 	case ToolStop:
 		reason, _ := args["reason"].(string)
 		if reason == "" {
 			reason = "agent called stop"
 		}
-		rep, err := s.conf.Tasks.Stop(ctx, p.Name, reason)
+		if u == nil {
+			return s.stopAll(ctx, p, reason)
+		}
+		rep, err := u.tasks.Stop(ctx, p.Name, reason)
 		if err != nil {
 			// Whether the stop left is what the error says; the robot
 			// field then only describes the newest state.
@@ -705,7 +792,7 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 		return outcome{data: data, text: text, stopSentAt: s.conf.Clock.Now()}
 	case ToolCancelTask:
 		id, _ := args["task_id"].(string)
-		v, err := s.conf.Tasks.Cancel(ctx, id, p.Name)
+		v, err := u.tasks.Cancel(ctx, id, p.Name)
 		if err != nil {
 			te := toolerr.As(err)
 			if te.Type == toolerr.NotFound {
@@ -713,23 +800,23 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 			}
 			return fail(te)
 		}
-		return outcome{data: taskData(v), task: taskRef(v), text: "Cancel requested. " + taskText(v)}
+		return outcome{data: s.taskData(v), task: taskRef(v), text: "Cancel requested. " + taskText(v)}
 	}
-	r := actions.Request{Tool: t.Name, Arguments: args, SessionID: req.SessionID, Principal: p.Name, TraceID: req.TraceID}
+	r := actions.Request{Tool: t.Name, Arguments: withoutRobotID(args), SessionID: req.SessionID, Principal: p.Name, TraceID: req.TraceID}
 	var (
 		v        actions.TaskView
 		replayed bool
 		err      error
 	)
 	if req.IdempotencyKey != "" {
-		v, replayed, err = s.submitOnce(ctx, p, r, argsHash(), req)
+		v, replayed, err = s.submitOnce(ctx, p, u, r, argsHash(), req)
 	} else {
-		v, err = s.conf.Tasks.Submit(ctx, r)
+		v, err = u.tasks.Submit(ctx, r)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	out := s.follow(ctx, v, s.clampWait(req.Wait))
+	out := s.follow(ctx, u, v, s.clampWait(req.Wait))
 	if replayed {
 		// Whatever the protocol, a replayed call says so: a host that
 		// re-posts a message must be able to tell that nothing moved
@@ -744,9 +831,9 @@ func (s *Server) runAction(ctx context.Context, p Principal, t *Tool, args map[s
 // follow waits up to wait for the task and reports it: ok with the task
 // while it runs or after it succeeded, the task's error once it failed,
 // APPROVAL_PENDING if it still awaits an operator after a wait.
-func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Duration) outcome {
+func (s *Server) follow(ctx context.Context, u *unit, v actions.TaskView, wait time.Duration) outcome {
 	if wait > 0 && !v.Terminal() {
-		if w, err := s.conf.Tasks.Wait(ctx, v.ID, wait); err == nil {
+		if w, err := u.tasks.Wait(ctx, v.ID, wait); err == nil {
 			v = w
 		} else if errors.Is(err, context.Canceled) {
 			return fail(err)
@@ -756,9 +843,9 @@ func (s *Server) follow(ctx context.Context, v actions.TaskView, wait time.Durat
 	if covered && v.Status == fsm.AwaitingApproval {
 		// The grant's approval is already on its way to the runner: answer
 		// with the status the task has once the runner took it in.
-		v = s.pastApproval(ctx, v)
+		v = s.pastApproval(ctx, u, v)
 	}
-	out := outcome{data: taskData(v), task: taskRef(v), text: taskText(v)}
+	out := outcome{data: s.taskData(v), task: taskRef(v), text: taskText(v)}
 	if te := taskError(v); te != nil {
 		out.err = te
 		return out
@@ -831,11 +918,11 @@ const pastApprovalWait = 2 * time.Second
 // awaiting_approval, or as it is after pastApprovalWait or when ctx ends.
 // It waits on the runner's goroutine, not on time the bridge simulates, so
 // it polls the real clock.
-func (s *Server) pastApproval(ctx context.Context, v actions.TaskView) actions.TaskView {
+func (s *Server) pastApproval(ctx context.Context, u *unit, v actions.TaskView) actions.TaskView {
 	deadline := time.Now().Add(pastApprovalWait)
 	pause := 50 * time.Microsecond
 	for time.Now().Before(deadline) {
-		w, err := s.conf.Tasks.Get(v.ID)
+		w, err := u.tasks.Get(v.ID)
 		if err != nil {
 			return v
 		}
@@ -856,7 +943,7 @@ func (s *Server) pastApproval(ctx context.Context, v actions.TaskView) actions.T
 // wait for the first request and share its task. The scoped key starts
 // with the principal's name and a NUL byte: the store relies on that to
 // tie a task to its key after a crash (store.linkIdempotency).
-func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request, hash string, req CallRequest) (actions.TaskView, bool, error) {
+func (s *Server) submitOnce(ctx context.Context, p Principal, u *unit, r actions.Request, hash string, req CallRequest) (actions.TaskView, bool, error) {
 	scoped := p.Name + "\x00" + req.IdempotencyKey
 	s.flightMu.Lock()
 	if f, ok := s.flights[scoped]; ok {
@@ -867,7 +954,7 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 		select {
 		case <-f.done:
 			if f.err == nil {
-				v, err := s.conf.Tasks.Get(f.view.ID)
+				v, err := u.tasks.Get(f.view.ID)
 				return v, true, err
 			}
 			return f.view, true, f.err
@@ -897,10 +984,10 @@ func (s *Server) submitOnce(ctx context.Context, p Principal, r actions.Request,
 		return actions.TaskView{}, false, f.err
 	}
 	if !reserved {
-		f.view, f.err = s.replay(rec, hash, req, r.Tool)
+		f.view, f.err = s.replay(u, rec, hash, req, r.Tool)
 		return f.view, true, f.err
 	}
-	f.view, f.err = s.conf.Tasks.Submit(ctx, r)
+	f.view, f.err = u.tasks.Submit(ctx, r)
 	// Completing the record must not depend on the caller still waiting.
 	bg := context.WithoutCancel(ctx)
 	switch {
@@ -963,7 +1050,7 @@ func conflict(req CallRequest, tool string, orig IdemRecord) *toolerr.Error {
 	return te
 }
 
-func (s *Server) replay(rec IdemRecord, hash string, req CallRequest, tool string) (actions.TaskView, error) {
+func (s *Server) replay(u *unit, rec IdemRecord, hash string, req CallRequest, tool string) (actions.TaskView, error) {
 	if rec.ArgsHash != hash {
 		return actions.TaskView{}, conflict(req, tool, rec)
 	}
@@ -994,5 +1081,6 @@ func (s *Server) replay(rec IdemRecord, hash string, req CallRequest, tool strin
 			Text: "the first call completed at once, without a task", CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt,
 		}, nil
 	}
-	return s.conf.Tasks.Get(rec.TaskID)
+	// The same hash is the same robot_id: the task is u's.
+	return u.tasks.Get(rec.TaskID)
 }

@@ -234,7 +234,11 @@ func (t *Tool) fieldNames(loc []string) []string {
 		return nil
 	}
 	props, _ := s["properties"].(map[string]any)
-	return sortedKeys(props)
+	names := sortedKeys(props)
+	if t.hideRobotID && len(loc) == 0 {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == RobotIDArg })
+	}
+	return names
 }
 
 // allowedText says in words what the schema allows at loc, e.g. "a number
@@ -300,7 +304,8 @@ func (t *Tool) checkForms(args map[string]any) *toolerr.Error {
 	if len(t.forms) == 0 {
 		return nil
 	}
-	present := sortedKeys(args)
+	// robot_id belongs to every form: it says which robot, not how.
+	present := slices.DeleteFunc(sortedKeys(args), func(n string) bool { return n == RobotIDArg })
 	hint := t.formsHint
 	mk := func(field string, received any, allowed, format string, a ...any) *toolerr.Error {
 		te := toolerr.New(toolerr.InvalidParams, "%s: %s", t.Name, fmt.Sprintf(format, a...))
