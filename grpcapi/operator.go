@@ -26,22 +26,31 @@ import (
 // Approvals is the approval service as the operator's RPCs use it: the
 // same methods the HTTP operator routes call, so validation, the latch
 // checks and the audit record are the same. *approval.Service implements
-// it.
+// it. Robots is also the list of robot ids the e-stop, reset and fault
+// RPCs check a robot_id against: the approval service decides for every
+// robot of the bridge, so it is the one place that already knows them.
 type Approvals interface {
-	List(status string) []approval.Approval
+	Robots() []string
+	ListRobot(status, robotID string) []approval.Approval
 	Approve(ctx context.Context, id, by string, opts approval.ApproveOptions) (approval.Approval, error)
 	Deny(ctx context.Context, id, by, reason string) (approval.Approval, error)
-	Grants() []approval.Grant
+	GrantsRobot(robotID string) []approval.Grant
 	Grant(id string) (approval.Grant, error)
-	CreateGrant(ctx context.Context, by string, scope approval.Scope, ttl time.Duration) (approval.Grant, error)
+	CreateGrantFor(ctx context.Context, robotID, by string, scope approval.Scope, ttl time.Duration) (approval.Grant, error)
 	RevokeWith(ctx context.Context, grantID, by string, opts approval.RevokeOptions) (approval.Grant, error)
 }
 
 var _ Approvals = (*approval.Service)(nil)
 
-// LatchResult is the safety state after an operator changed a latch.
+// AllRobots is the robot_id that names every robot of the bridge in the
+// e-stop, reset and fault RPCs, as in the HTTP routes.
+const AllRobots = "*"
+
+// LatchResult is one robot's safety state after an operator changed a
+// latch.
 type LatchResult struct {
-	// Status is the supervisor's status after the change.
+	// Status is the robot's supervisor's status after the change; its
+	// RobotID names the robot.
 	Status safety.Status
 	// Text says it in one sentence.
 	Text string
@@ -55,24 +64,41 @@ type LatchResult struct {
 	NotRecorded error
 }
 
+// LatchRefusal is one robot's refused reset or clear: nothing changed on
+// that robot.
+type LatchRefusal struct {
+	RobotID string
+	// Err says why, a *toolerr.Error (the robot's own e-stop is still
+	// engaged, say).
+	Err error
+}
+
 // Latches changes the safety latches the way the HTTP routes
 // POST /v1/estop, /v1/estop/reset and /v1/faults/clear do; the bridge
 // implements it with the same code those routes run.
+//
+// robotID is always one of Approvals.Robots() or AllRobots: the service
+// has resolved and checked it (an empty one, an unknown one) before it
+// calls. Each method answers one LatchResult per robot it changed and one
+// LatchRefusal per robot that refused, in config order, so that a change
+// of every robot says what happened to each.
 type Latches interface {
-	// EStop latches the e-stop and commands a stop. It cannot be refused.
-	EStop(ctx context.Context, by, reason string) LatchResult
-	// ResetEStop clears the e-stop latch; a refusal is a *toolerr.Error
-	// and changes nothing.
-	ResetEStop(ctx context.Context, by string) (LatchResult, error)
-	// ClearFault clears the fault latch; a refusal is a *toolerr.Error and
-	// changes nothing.
-	ClearFault(ctx context.Context, by string) (LatchResult, error)
+	// PressEStop latches the e-stop of robot robotID, or of every robot
+	// at once for AllRobots, and commands each a stop. It cannot be
+	// refused.
+	PressEStop(ctx context.Context, robotID, by, reason string) []LatchResult
+	// ResetEStop clears the e-stop latch of robot robotID, or of every
+	// robot for AllRobots; a robot that refuses changes nothing.
+	ResetEStop(ctx context.Context, robotID, by string) ([]LatchResult, []LatchRefusal)
+	// ClearFault clears the fault latch of robot robotID, or of every
+	// robot for AllRobots; a robot that refuses changes nothing.
+	ClearFault(ctx context.Context, robotID, by string) ([]LatchResult, []LatchRefusal)
 }
 
 // OperatorConf configures an OperatorService.
 type OperatorConf struct {
-	// Approvals decides requests and manages grants (required); pass the
-	// bridge's *approval.Service.
+	// Approvals decides requests and manages grants, and names the robots
+	// (required); pass the bridge's *approval.Service.
 	Approvals Approvals
 	// Latches presses and resets the e-stop and clears faults (required).
 	Latches Latches
@@ -194,7 +220,11 @@ func (s *OperatorService) ListApprovals(_ context.Context, req *connect.Request[
 		return nil, refusal(connect.CodeInvalidArgument, toolerr.InvalidParams,
 			fmt.Sprintf("status: unknown status %q (allowed: %s, or none for all)", status, joinStatuses()))
 	}
-	list := s.conf.Approvals.List(status)
+	robotID := req.Msg.GetRobotId()
+	if err := s.checkRobotFilter(robotID); err != nil {
+		return nil, err
+	}
+	list := s.conf.Approvals.ListRobot(status, robotID)
 	out := &robotbridgev1.ListApprovalsResponse{Approvals: make([]*robotbridgev1.Approval, 0, len(list))}
 	for _, a := range list {
 		pa, err := ApprovalToProto(a)
@@ -256,8 +286,12 @@ func (s *OperatorService) Decide(ctx context.Context, req *connect.Request[robot
 }
 
 // ListGrants implements robotbridgev1connect.OperatorServiceHandler.
-func (s *OperatorService) ListGrants(context.Context, *connect.Request[robotbridgev1.ListGrantsRequest]) (*connect.Response[robotbridgev1.ListGrantsResponse], error) {
-	list := s.conf.Approvals.Grants()
+func (s *OperatorService) ListGrants(_ context.Context, req *connect.Request[robotbridgev1.ListGrantsRequest]) (*connect.Response[robotbridgev1.ListGrantsResponse], error) {
+	robotID := req.Msg.GetRobotId()
+	if err := s.checkRobotFilter(robotID); err != nil {
+		return nil, err
+	}
+	list := s.conf.Approvals.GrantsRobot(robotID)
 	out := &robotbridgev1.ListGrantsResponse{Grants: make([]*robotbridgev1.Grant, len(list))}
 	for i, g := range list {
 		out.Grants[i] = GrantToProto(g)
@@ -275,7 +309,9 @@ func (s *OperatorService) CreateGrant(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.conf.Approvals.CreateGrant(ctx, p.Name, spec.Scope, spec.TTL)
+	// The approval service checks robot_id (required with several robots)
+	// exactly as POST /v1/grants has it checked.
+	g, err := s.conf.Approvals.CreateGrantFor(ctx, req.Msg.GetRobotId(), p.Name, spec.Scope, spec.TTL)
 	if err != nil {
 		return nil, s.fail(ctx, req.Spec().Procedure, err)
 	}
@@ -295,7 +331,10 @@ func (s *OperatorService) RevokeGrant(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(&robotbridgev1.RevokeGrantResponse{Grant: GrantToProto(g)}), nil
 }
 
-// EStop implements robotbridgev1connect.OperatorServiceHandler.
+// EStop implements robotbridgev1connect.OperatorServiceHandler. Without a
+// robot_id it presses every robot's e-stop: an e-stop is never refused for
+// a missing argument, and one naming a robot nobody can place stops every
+// robot, as POST /v1/estop does.
 func (s *OperatorService) EStop(ctx context.Context, req *connect.Request[robotbridgev1.EStopRequest]) (*connect.Response[robotbridgev1.EStopResponse], error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -305,44 +344,81 @@ func (s *OperatorService) EStop(ctx context.Context, req *connect.Request[robotb
 	if reason == "" {
 		reason = "e-stop pressed"
 	}
-	r := s.conf.Latches.EStop(ctx, p.Name, reason)
-	out := &robotbridgev1.EStopResponse{Estop: estopToProto(r.Status.EStop), Text: r.Text, Warning: r.StopWarning}
-	if r.NotRecorded != nil {
-		return nil, notRecorded(r.NotRecorded, out)
+	target := strings.TrimSpace(req.Msg.GetRobotId())
+	switch {
+	case target == "":
+		target = AllRobots
+	case target != AllRobots && !slices.Contains(s.conf.Approvals.Robots(), target):
+		reason += fmt.Sprintf(" (robot_id %q is not served here: every robot is stopped)", target)
+		target = AllRobots
+	}
+	results := s.conf.Latches.PressEStop(ctx, target, p.Name, reason)
+	if len(results) == 0 {
+		return nil, s.noLatchAnswer(req.Spec().Procedure)
+	}
+	out := &robotbridgev1.EStopResponse{}
+	if len(results) == 1 {
+		r := results[0]
+		out.Estop, out.Text, out.Warning, out.RobotId = estopToProto(r.Status.EStop), r.Text, r.StopWarning, s.fleetRobotID(r)
+		if r.NotRecorded != nil {
+			return nil, notRecorded(r.NotRecorded, out)
+		}
+		return connect.NewResponse(out), nil
+	}
+	m := manyLatches(results, nil, func(r LatchResult, l *robotbridgev1.RobotLatch) { l.Estop = estopToProto(r.Status.EStop) })
+	out.Text, out.Warning, out.Robots = m.text, m.warning, m.robots
+	if m.notRecorded != nil {
+		return nil, notRecorded(m.notRecorded, out)
 	}
 	return connect.NewResponse(out), nil
 }
 
 // ResetEStop implements robotbridgev1connect.OperatorServiceHandler.
-func (s *OperatorService) ResetEStop(ctx context.Context, _ *connect.Request[robotbridgev1.ResetEStopRequest]) (*connect.Response[robotbridgev1.ResetEStopResponse], error) {
+func (s *OperatorService) ResetEStop(ctx context.Context, req *connect.Request[robotbridgev1.ResetEStopRequest]) (*connect.Response[robotbridgev1.ResetEStopResponse], error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.conf.Latches.ResetEStop(ctx, p.Name)
+	target, err := s.latchTarget(req.Msg.GetRobotId(), "e-stop reset")
 	if err != nil {
-		return nil, latchRefused(err)
+		return nil, err
 	}
-	out := &robotbridgev1.ResetEStopResponse{Estop: estopToProto(r.Status.EStop), Text: r.Text}
-	if r.NotRecorded != nil {
-		return nil, notRecorded(r.NotRecorded, out)
+	results, refused := s.conf.Latches.ResetEStop(ctx, target, p.Name)
+	out := &robotbridgev1.ResetEStopResponse{}
+	if err := s.latchAnswer(req.Spec().Procedure, "e-stop reset", results, refused,
+		func(r LatchResult) {
+			out.Estop, out.Text, out.RobotId = estopToProto(r.Status.EStop), r.Text, s.fleetRobotID(r)
+		},
+		func(r LatchResult, l *robotbridgev1.RobotLatch) { l.Estop = estopToProto(r.Status.EStop) },
+		func(m latchSummary) { out.Text, out.Robots = m.text, m.robots },
+		out,
+	); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
 
 // ClearFault implements robotbridgev1connect.OperatorServiceHandler.
-func (s *OperatorService) ClearFault(ctx context.Context, _ *connect.Request[robotbridgev1.ClearFaultRequest]) (*connect.Response[robotbridgev1.ClearFaultResponse], error) {
+func (s *OperatorService) ClearFault(ctx context.Context, req *connect.Request[robotbridgev1.ClearFaultRequest]) (*connect.Response[robotbridgev1.ClearFaultResponse], error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.conf.Latches.ClearFault(ctx, p.Name)
+	target, err := s.latchTarget(req.Msg.GetRobotId(), "fault clear")
 	if err != nil {
-		return nil, latchRefused(err)
+		return nil, err
 	}
-	out := &robotbridgev1.ClearFaultResponse{Fault: faultToProto(r.Status.Fault), Text: r.Text}
-	if r.NotRecorded != nil {
-		return nil, notRecorded(r.NotRecorded, out)
+	results, refused := s.conf.Latches.ClearFault(ctx, target, p.Name)
+	out := &robotbridgev1.ClearFaultResponse{}
+	if err := s.latchAnswer(req.Spec().Procedure, "fault clear", results, refused,
+		func(r LatchResult) {
+			out.Fault, out.Text, out.RobotId = faultToProto(r.Status.Fault), r.Text, s.fleetRobotID(r)
+		},
+		func(r LatchResult, l *robotbridgev1.RobotLatch) { l.Fault = faultToProto(r.Status.Fault) },
+		func(m latchSummary) { out.Text, out.Robots = m.text, m.robots },
+		out,
+	); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

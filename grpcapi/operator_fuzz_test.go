@@ -24,8 +24,8 @@ import (
 
 // FuzzCreateGrantRequest feeds arbitrary bytes to CreateGrant, an
 // operator's scope and TTL from the wire, against the real approval
-// service: it never panics; a grant it creates is for a tool this robot
-// grants, with a TTL in (0, max_grant_ttl]; anything else is refused with
+// service: it never panics; a grant it creates is for this robot and a
+// tool it grants, with a TTL in (0, max_grant_ttl]; anything else is refused with
 // a robotbridge.v1.Error of the closed set and creates nothing. Corpus:
 // testdata/fuzz/FuzzCreateGrantRequest.
 func FuzzCreateGrantRequest(f *testing.F) {
@@ -36,6 +36,8 @@ func FuzzCreateGrantRequest(f *testing.F) {
 		{Scope: &robotbridgev1.Scope{Tool: "grasp", Labels: []string{"cup"}}, Ttl: &durationpb.Duration{Seconds: -5}},
 		{Scope: &robotbridgev1.Scope{Tool: "grasp"}, Ttl: &durationpb.Duration{Seconds: math.MaxInt64, Nanos: -1}},
 		{Ttl: durationpb.New(time.Minute)},
+		{Scope: &robotbridgev1.Scope{Tool: "release"}, Ttl: durationpb.New(time.Minute), RobotId: "sim-1"},
+		{Scope: &robotbridgev1.Scope{Tool: "release"}, Ttl: durationpb.New(time.Minute), RobotId: "amr-7"},
 		{},
 	}
 	for _, s := range seeds {
@@ -84,6 +86,9 @@ func FuzzCreateGrantRequest(f *testing.F) {
 			return
 		}
 		g := resp.Msg.GetGrant()
+		if g.GetRobotId() != cfg.Robot.ID {
+			t.Fatalf("a grant for robot %q on the bridge of robot %q", g.GetRobotId(), cfg.Robot.ID)
+		}
 		ttl := g.GetExpiresAt().AsTime().Sub(g.GetCreatedAt().AsTime())
 		if ttl <= 0 || ttl > cfg.Safety.MaxGrantTTL.D() {
 			t.Fatalf("grant %s lasts %s", g.GetId(), ttl)

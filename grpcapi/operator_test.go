@@ -27,23 +27,33 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// fakeLatches is a hand-written Latches: the functions answer (nil: the
-// change holds and is recorded), every call is recorded.
+// fakeLatches is a hand-written Latches, as the bridge implements it: a
+// robot id or "*" (every one of robots), each robot answered by the
+// functions (nil: the change holds and is recorded; an error from
+// ResetEStopFn or ClearFaultFn is that robot's refusal). Every call and
+// the robot it named are recorded.
 type fakeLatches struct {
-	EStopFn      func(by, reason string) LatchResult
-	ResetEStopFn func(by string) (LatchResult, error)
-	ClearFaultFn func(by string) (LatchResult, error)
+	EStopFn      func(robotID, by, reason string) LatchResult
+	ResetEStopFn func(robotID, by string) (LatchResult, error)
+	ClearFaultFn func(robotID, by string) (LatchResult, error)
 
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	robots  []string // what "*" reaches; guarded by mu
+	calls   []string // guarded by mu
+	targets []string // the robot id of each call; guarded by mu
 }
 
 var _ Latches = (*fakeLatches)(nil)
 
-func (f *fakeLatches) record(call string) {
+func (f *fakeLatches) record(call, robotID string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call)
+	f.targets = append(f.targets, robotID)
+	if robotID == AllRobots {
+		return append([]string(nil), f.robots...)
+	}
+	return []string{robotID}
 }
 
 func (f *fakeLatches) recorded() []string {
@@ -52,29 +62,49 @@ func (f *fakeLatches) recorded() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeLatches) EStop(_ context.Context, by, reason string) LatchResult {
-	f.record("estop by " + by + ": " + reason)
-	if f.EStopFn != nil {
-		return f.EStopFn(by, reason)
-	}
-	st := safety.Status{EStop: safety.EStopStatus{Active: true, By: by, Reason: reason, Since: t0}}
-	return LatchResult{Status: st, Text: "e-stop LATCHED by " + by + " (" + reason + ")."}
+func (f *fakeLatches) recordedTargets() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.targets...)
 }
 
-func (f *fakeLatches) ResetEStop(_ context.Context, by string) (LatchResult, error) {
-	f.record("reset by " + by)
-	if f.ResetEStopFn != nil {
-		return f.ResetEStopFn(by)
+func (f *fakeLatches) PressEStop(_ context.Context, robotID, by, reason string) []LatchResult {
+	var out []LatchResult
+	for _, id := range f.record("estop by "+by+": "+reason, robotID) {
+		if f.EStopFn != nil {
+			out = append(out, f.EStopFn(id, by, reason))
+			continue
+		}
+		st := safety.Status{RobotID: id, EStop: safety.EStopStatus{Active: true, By: by, Reason: reason, Since: t0}}
+		out = append(out, LatchResult{Status: st, Text: "e-stop LATCHED by " + by + " (" + reason + ")."})
 	}
-	return LatchResult{Text: "e-stop not active."}, nil
+	return out
 }
 
-func (f *fakeLatches) ClearFault(_ context.Context, by string) (LatchResult, error) {
-	f.record("clear by " + by)
-	if f.ClearFaultFn != nil {
-		return f.ClearFaultFn(by)
+// change answers a reset or a clear of each robot with fn, or with text.
+func (f *fakeLatches) change(ids []string, by, text string, fn func(robotID, by string) (LatchResult, error)) ([]LatchResult, []LatchRefusal) {
+	var out []LatchResult
+	var refused []LatchRefusal
+	for _, id := range ids {
+		r := LatchResult{Status: safety.Status{RobotID: id}, Text: text}
+		if fn != nil {
+			var err error
+			if r, err = fn(id, by); err != nil {
+				refused = append(refused, LatchRefusal{RobotID: id, Err: err})
+				continue
+			}
+		}
+		out = append(out, r)
 	}
-	return LatchResult{Text: "no fault latched."}, nil
+	return out, refused
+}
+
+func (f *fakeLatches) ResetEStop(_ context.Context, robotID, by string) ([]LatchResult, []LatchRefusal) {
+	return f.change(f.record("reset by "+by, robotID), by, "e-stop not active.", f.ResetEStopFn)
+}
+
+func (f *fakeLatches) ClearFault(_ context.Context, robotID, by string) ([]LatchResult, []LatchRefusal) {
+	return f.change(f.record("clear by "+by, robotID), by, "no fault latched.", f.ClearFaultFn)
 }
 
 // opServer is an OperatorService over a real approval service on the
@@ -119,6 +149,7 @@ func startOperator(t *testing.T, editApproval func(*approval.Conf), edit func(*O
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Close() })
 	s.svc = svc
+	s.latches.robots = svc.Robots()
 	conf := OperatorConf{
 		Approvals: svc, Latches: s.latches, Tasks: &fakeRunner{}, Events: s.bus, Auth: testTokens, Logger: slog.New(slog.DiscardHandler), Now: clock.Now,
 		Snapshot: func(context.Context) (any, error) {
@@ -559,7 +590,7 @@ func TestOperatorService_Latches(t *testing.T) {
 			// Given a supervisor that refuses the reset (the robot's own
 			// e-stop is engaged)
 			s := startOperator(t, nil, nil)
-			s.latches.ResetEStopFn = func(string) (LatchResult, error) {
+			s.latches.ResetEStopFn = func(string, string) (LatchResult, error) {
 				return LatchResult{}, toolerr.New(toolerr.EStopActive, "the robot's own e-stop is still engaged; release it on the robot before resetting")
 			}
 			// When the operator resets
@@ -575,7 +606,7 @@ func TestOperatorService_Latches(t *testing.T) {
 			// Given a fault clear that holds in the supervisor but could
 			// not be recorded
 			s := startOperator(t, nil, nil)
-			s.latches.ClearFaultFn = func(string) (LatchResult, error) {
+			s.latches.ClearFaultFn = func(string, string) (LatchResult, error) {
 				te := toolerr.New(toolerr.Unavailable, "the fault is cleared in the supervisor, but it is not recorded: disk full")
 				te.Suggestion = "do not restart the bridge; fix the data dir's disk"
 				return LatchResult{Text: "no fault latched.", NotRecorded: te}, nil

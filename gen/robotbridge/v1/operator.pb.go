@@ -50,11 +50,14 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ListApprovalsRequest filters approval requests by status.
+// ListApprovalsRequest filters approval requests by status and robot.
 type ListApprovalsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One of pending, approved, denied, expired, cancelled; empty for all.
-	Status        string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// Only this robot's requests (one of the bridge's robot ids); empty for
+	// every robot's.
+	RobotId       string `protobuf:"bytes,2,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,6 +95,13 @@ func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
 func (x *ListApprovalsRequest) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *ListApprovalsRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
 	}
 	return ""
 }
@@ -397,9 +407,12 @@ func (x *DecideResponse) GetGrant() *Grant {
 	return nil
 }
 
-// ListGrantsRequest has no parameters.
+// ListGrantsRequest filters the active grants by robot.
 type ListGrantsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this robot's grants (one of the bridge's robot ids); empty for
+	// every robot's.
+	RobotId       string `protobuf:"bytes,1,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +445,13 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
 	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListGrantsRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
 }
 
 // ListGrantsResponse lists the active grants.
@@ -487,7 +507,12 @@ type CreateGrantRequest struct {
 	Scope *Scope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	// How long it lasts (required): positive, at most the robot's
 	// safety.max_grant_ttl.
-	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The robot the grant is for: required when the bridge serves more than
+	// one robot, else optional (and then that robot's id when given). The
+	// scope is checked against that robot's config, and the grant
+	// authorizes no other robot.
+	RobotId       string `protobuf:"bytes,3,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +559,13 @@ func (x *CreateGrantRequest) GetTtl() *durationpb.Duration {
 		return x.Ttl
 	}
 	return nil
+}
+
+func (x *CreateGrantRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
 }
 
 // CreateGrantResponse is the new grant.
@@ -687,7 +719,11 @@ func (x *RevokeGrantResponse) GetGrant() *Grant {
 type EStopRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Why (optional); it defaults to "e-stop pressed".
-	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The robot whose e-stop to press. Empty or "*" presses every robot's
+	// e-stop at once: an e-stop is never refused for a missing robot, and
+	// one naming a robot the bridge does not serve stops every robot too.
+	RobotId       string `protobuf:"bytes,2,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,16 +765,31 @@ func (x *EStopRequest) GetReason() string {
 	return ""
 }
 
+func (x *EStopRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
 // EStopResponse is the latch after the press.
 type EStopResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The e-stop latch.
+	// The e-stop latch, when the press was for one robot; unset when it
+	// reached several (each is in robots).
 	Estop *EStopStatus `protobuf:"bytes,1,opt,name=estop,proto3" json:"estop,omitempty"`
-	// The safety state in one sentence.
+	// The safety state in one sentence; for several robots, how many were
+	// stopped and which could not be sent the stop command.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Set when the stop command could not be delivered to the robot; the
-	// latch is set all the same.
-	Warning       string `protobuf:"bytes,3,opt,name=warning,proto3" json:"warning,omitempty"`
+	// Set when the stop command could not be delivered to the robot (to
+	// some robot, for several); the latch is set all the same.
+	Warning string `protobuf:"bytes,3,opt,name=warning,proto3" json:"warning,omitempty"`
+	// The robot, when the press was for one robot of a bridge serving
+	// several.
+	RobotId string `protobuf:"bytes,4,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
+	// When the press reached several robots: each robot's latch, in config
+	// order.
+	Robots        []*RobotLatch `protobuf:"bytes,5,rep,name=robots,proto3" json:"robots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,10 +845,28 @@ func (x *EStopResponse) GetWarning() string {
 	return ""
 }
 
-// ResetEStopRequest has no parameters: the operator credential names who
+func (x *EStopResponse) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
+func (x *EStopResponse) GetRobots() []*RobotLatch {
+	if x != nil {
+		return x.Robots
+	}
+	return nil
+}
+
+// ResetEStopRequest names the robot; the operator credential names who
 // reset it.
 type ResetEStopRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The robot whose e-stop latch to reset: required when the bridge
+	// serves more than one robot ("*" for every robot, explicitly), else
+	// optional. A reset is never implied.
+	RobotId       string `protobuf:"bytes,1,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,13 +901,28 @@ func (*ResetEStopRequest) Descriptor() ([]byte, []int) {
 	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
+func (x *ResetEStopRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
 // ResetEStopResponse is the latch after the reset.
 type ResetEStopResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The e-stop latch, not active.
+	// The e-stop latch, not active, when the reset was for one robot;
+	// unset for several (each is in robots).
 	Estop *EStopStatus `protobuf:"bytes,1,opt,name=estop,proto3" json:"estop,omitempty"`
-	// The safety state in one sentence.
-	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The safety state in one sentence; for several robots, how many were
+	// reset and how many refused.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The robot, when the reset was for one robot of a bridge serving
+	// several.
+	RobotId string `protobuf:"bytes,3,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
+	// When the reset was for several robots: each robot's latch or
+	// refusal, in config order (the refused ones first changed nothing).
+	Robots        []*RobotLatch `protobuf:"bytes,4,rep,name=robots,proto3" json:"robots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,6 +971,113 @@ func (x *ResetEStopResponse) GetText() string {
 	return ""
 }
 
+func (x *ResetEStopResponse) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
+func (x *ResetEStopResponse) GetRobots() []*RobotLatch {
+	if x != nil {
+		return x.Robots
+	}
+	return nil
+}
+
+// RobotLatch is one robot's part of an e-stop, reset or fault clear that
+// reached several robots.
+type RobotLatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The robot.
+	RobotId string `protobuf:"bytes,1,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
+	// Its e-stop latch after an EStop or ResetEStop.
+	Estop *EStopStatus `protobuf:"bytes,2,opt,name=estop,proto3" json:"estop,omitempty"`
+	// Its fault latch after a ClearFault.
+	Fault *FaultStatus `protobuf:"bytes,3,opt,name=fault,proto3" json:"fault,omitempty"`
+	// Its safety state in one sentence.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// Set when its stop command could not be delivered; its latch is set
+	// all the same.
+	Warning string `protobuf:"bytes,5,opt,name=warning,proto3" json:"warning,omitempty"`
+	// Set when its reset or clear was refused: why. Nothing changed on it.
+	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RobotLatch) Reset() {
+	*x = RobotLatch{}
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RobotLatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RobotLatch) ProtoMessage() {}
+
+func (x *RobotLatch) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RobotLatch.ProtoReflect.Descriptor instead.
+func (*RobotLatch) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RobotLatch) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
+func (x *RobotLatch) GetEstop() *EStopStatus {
+	if x != nil {
+		return x.Estop
+	}
+	return nil
+}
+
+func (x *RobotLatch) GetFault() *FaultStatus {
+	if x != nil {
+		return x.Fault
+	}
+	return nil
+}
+
+func (x *RobotLatch) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RobotLatch) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
+func (x *RobotLatch) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // PauseTaskRequest names the task and says why (required, 1 to 1000
 // characters).
 type PauseTaskRequest struct {
@@ -901,7 +1092,7 @@ type PauseTaskRequest struct {
 
 func (x *PauseTaskRequest) Reset() {
 	*x = PauseTaskRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1104,7 @@ func (x *PauseTaskRequest) String() string {
 func (*PauseTaskRequest) ProtoMessage() {}
 
 func (x *PauseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1117,7 @@ func (x *PauseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTaskRequest.ProtoReflect.Descriptor instead.
 func (*PauseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PauseTaskRequest) GetTaskId() string {
@@ -956,7 +1147,7 @@ type PauseTaskResponse struct {
 
 func (x *PauseTaskResponse) Reset() {
 	*x = PauseTaskResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1159,7 @@ func (x *PauseTaskResponse) String() string {
 func (*PauseTaskResponse) ProtoMessage() {}
 
 func (x *PauseTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[17]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1172,7 @@ func (x *PauseTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseTaskResponse.ProtoReflect.Descriptor instead.
 func (*PauseTaskResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PauseTaskResponse) GetTask() *Task {
@@ -1009,7 +1200,7 @@ type ResumeTaskRequest struct {
 
 func (x *ResumeTaskRequest) Reset() {
 	*x = ResumeTaskRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1212,7 @@ func (x *ResumeTaskRequest) String() string {
 func (*ResumeTaskRequest) ProtoMessage() {}
 
 func (x *ResumeTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[18]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1225,7 @@ func (x *ResumeTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResumeTaskRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResumeTaskRequest) GetTaskId() string {
@@ -1057,7 +1248,7 @@ type ResumeTaskResponse struct {
 
 func (x *ResumeTaskResponse) Reset() {
 	*x = ResumeTaskResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1260,7 @@ func (x *ResumeTaskResponse) String() string {
 func (*ResumeTaskResponse) ProtoMessage() {}
 
 func (x *ResumeTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[19]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1273,7 @@ func (x *ResumeTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResumeTaskResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResumeTaskResponse) GetTask() *Task {
@@ -1112,7 +1303,7 @@ type AbortTaskRequest struct {
 
 func (x *AbortTaskRequest) Reset() {
 	*x = AbortTaskRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1315,7 @@ func (x *AbortTaskRequest) String() string {
 func (*AbortTaskRequest) ProtoMessage() {}
 
 func (x *AbortTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[20]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1328,7 @@ func (x *AbortTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTaskRequest.ProtoReflect.Descriptor instead.
 func (*AbortTaskRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbortTaskRequest) GetTaskId() string {
@@ -1167,7 +1358,7 @@ type AbortTaskResponse struct {
 
 func (x *AbortTaskResponse) Reset() {
 	*x = AbortTaskResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1370,7 @@ func (x *AbortTaskResponse) String() string {
 func (*AbortTaskResponse) ProtoMessage() {}
 
 func (x *AbortTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[21]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1383,7 @@ func (x *AbortTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTaskResponse.ProtoReflect.Descriptor instead.
 func (*AbortTaskResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AbortTaskResponse) GetTask() *Task {
@@ -1209,17 +1400,21 @@ func (x *AbortTaskResponse) GetText() string {
 	return ""
 }
 
-// ClearFaultRequest has no parameters: the operator credential names who
+// ClearFaultRequest names the robot; the operator credential names who
 // cleared it.
 type ClearFaultRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The robot whose fault latch to clear: required when the bridge serves
+	// more than one robot ("*" for every robot, explicitly), else optional.
+	// A clear is never implied.
+	RobotId       string `protobuf:"bytes,1,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClearFaultRequest) Reset() {
 	*x = ClearFaultRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1426,7 @@ func (x *ClearFaultRequest) String() string {
 func (*ClearFaultRequest) ProtoMessage() {}
 
 func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[22]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,23 +1439,38 @@ func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultRequest.ProtoReflect.Descriptor instead.
 func (*ClearFaultRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{22}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ClearFaultRequest) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
 }
 
 // ClearFaultResponse is the fault latch after the clear.
 type ClearFaultResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The fault latch, not latched.
+	// The fault latch, not latched, when the clear was for one robot; unset
+	// for several (each is in robots).
 	Fault *FaultStatus `protobuf:"bytes,1,opt,name=fault,proto3" json:"fault,omitempty"`
-	// The safety state in one sentence.
-	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The safety state in one sentence; for several robots, how many were
+	// cleared and how many refused.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The robot, when the clear was for one robot of a bridge serving
+	// several.
+	RobotId string `protobuf:"bytes,3,opt,name=robot_id,json=robotId,proto3" json:"robot_id,omitempty"`
+	// When the clear was for several robots: each robot's latch or refusal,
+	// in config order (the refused ones first changed nothing).
+	Robots        []*RobotLatch `protobuf:"bytes,4,rep,name=robots,proto3" json:"robots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClearFaultResponse) Reset() {
 	*x = ClearFaultResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1482,7 @@ func (x *ClearFaultResponse) String() string {
 func (*ClearFaultResponse) ProtoMessage() {}
 
 func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[23]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1495,7 @@ func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultResponse.ProtoReflect.Descriptor instead.
 func (*ClearFaultResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{23}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClearFaultResponse) GetFault() *FaultStatus {
@@ -1302,6 +1512,20 @@ func (x *ClearFaultResponse) GetText() string {
 	return ""
 }
 
+func (x *ClearFaultResponse) GetRobotId() string {
+	if x != nil {
+		return x.RobotId
+	}
+	return ""
+}
+
+func (x *ClearFaultResponse) GetRobots() []*RobotLatch {
+	if x != nil {
+		return x.Robots
+	}
+	return nil
+}
+
 // WatchEventsRequest selects the events to stream.
 type WatchEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1314,7 +1538,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1550,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[24]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1563,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{24}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchEventsRequest) GetTypes() []string {
@@ -1367,7 +1591,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1603,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[25]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1616,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{25}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchEventsResponse) GetSeq() uint64 {
@@ -1471,7 +1695,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1707,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[26]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1720,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{26}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Approval) GetId() string {
@@ -1647,7 +1871,7 @@ type Pose2D struct {
 
 func (x *Pose2D) Reset() {
 	*x = Pose2D{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1883,7 @@ func (x *Pose2D) String() string {
 func (*Pose2D) ProtoMessage() {}
 
 func (x *Pose2D) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[27]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1896,7 @@ func (x *Pose2D) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pose2D.ProtoReflect.Descriptor instead.
 func (*Pose2D) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{27}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Pose2D) GetX() float64 {
@@ -1737,7 +1961,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1973,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[28]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1986,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{28}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Grant) GetId() string {
@@ -1891,7 +2115,7 @@ type GrantSpec struct {
 
 func (x *GrantSpec) Reset() {
 	*x = GrantSpec{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2127,7 @@ func (x *GrantSpec) String() string {
 func (*GrantSpec) ProtoMessage() {}
 
 func (x *GrantSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[29]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2140,7 @@ func (x *GrantSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantSpec.ProtoReflect.Descriptor instead.
 func (*GrantSpec) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{29}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrantSpec) GetScope() *Scope {
@@ -1955,7 +2179,7 @@ type Scope struct {
 
 func (x *Scope) Reset() {
 	*x = Scope{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2191,7 @@ func (x *Scope) String() string {
 func (*Scope) ProtoMessage() {}
 
 func (x *Scope) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[30]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2204,7 @@ func (x *Scope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scope.ProtoReflect.Descriptor instead.
 func (*Scope) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{30}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Scope) GetTool() string {
@@ -2038,7 +2262,7 @@ type Point2 struct {
 
 func (x *Point2) Reset() {
 	*x = Point2{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2274,7 @@ func (x *Point2) String() string {
 func (*Point2) ProtoMessage() {}
 
 func (x *Point2) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[31]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2287,7 @@ func (x *Point2) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point2.ProtoReflect.Descriptor instead.
 func (*Point2) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{31}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Point2) GetX() float64 {
@@ -2097,7 +2321,7 @@ type Rect struct {
 
 func (x *Rect) Reset() {
 	*x = Rect{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2333,7 @@ func (x *Rect) String() string {
 func (*Rect) ProtoMessage() {}
 
 func (x *Rect) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[32]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2346,7 @@ func (x *Rect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rect.ProtoReflect.Descriptor instead.
 func (*Rect) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{32}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Rect) GetMinX() float64 {
@@ -2170,7 +2394,7 @@ type EStopStatus struct {
 
 func (x *EStopStatus) Reset() {
 	*x = EStopStatus{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2406,7 @@ func (x *EStopStatus) String() string {
 func (*EStopStatus) ProtoMessage() {}
 
 func (x *EStopStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[33]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2419,7 @@ func (x *EStopStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EStopStatus.ProtoReflect.Descriptor instead.
 func (*EStopStatus) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{33}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EStopStatus) GetActive() bool {
@@ -2249,7 +2473,7 @@ type FaultStatus struct {
 
 func (x *FaultStatus) Reset() {
 	*x = FaultStatus{}
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2485,7 @@ func (x *FaultStatus) String() string {
 func (*FaultStatus) ProtoMessage() {}
 
 func (x *FaultStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_operator_proto_msgTypes[34]
+	mi := &file_robotbridge_v1_operator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2498,7 @@ func (x *FaultStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultStatus.ProtoReflect.Descriptor instead.
 func (*FaultStatus) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{34}
+	return file_robotbridge_v1_operator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FaultStatus) GetLatched() bool {
@@ -2330,9 +2554,10 @@ var File_robotbridge_v1_operator_proto protoreflect.FileDescriptor
 
 const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x1drobotbridge/v1/operator.proto\x12\x0erobotbridge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1arobotbridge/v1/tools.proto\".\n" +
+	"\x1drobotbridge/v1/operator.proto\x12\x0erobotbridge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1arobotbridge/v1/tools.proto\"I\n" +
 	"\x14ListApprovalsRequest\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\"O\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x19\n" +
+	"\brobot_id\x18\x02 \x01(\tR\arobotId\"O\n" +
 	"\x15ListApprovalsResponse\x126\n" +
 	"\tapprovals\x18\x01 \x03(\v2\x18.robotbridge.v1.ApprovalR\tapprovals\"\xad\x01\n" +
 	"\rDecideRequest\x12\x1f\n" +
@@ -2349,30 +2574,46 @@ const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"s\n" +
 	"\x0eDecideResponse\x124\n" +
 	"\bapproval\x18\x01 \x01(\v2\x18.robotbridge.v1.ApprovalR\bapproval\x12+\n" +
-	"\x05grant\x18\x02 \x01(\v2\x15.robotbridge.v1.GrantR\x05grant\"\x13\n" +
-	"\x11ListGrantsRequest\"C\n" +
+	"\x05grant\x18\x02 \x01(\v2\x15.robotbridge.v1.GrantR\x05grant\".\n" +
+	"\x11ListGrantsRequest\x12\x19\n" +
+	"\brobot_id\x18\x01 \x01(\tR\arobotId\"C\n" +
 	"\x12ListGrantsResponse\x12-\n" +
-	"\x06grants\x18\x01 \x03(\v2\x15.robotbridge.v1.GrantR\x06grants\"n\n" +
+	"\x06grants\x18\x01 \x03(\v2\x15.robotbridge.v1.GrantR\x06grants\"\x89\x01\n" +
 	"\x12CreateGrantRequest\x12+\n" +
 	"\x05scope\x18\x01 \x01(\v2\x15.robotbridge.v1.ScopeR\x05scope\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"B\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x19\n" +
+	"\brobot_id\x18\x03 \x01(\tR\arobotId\"B\n" +
 	"\x13CreateGrantResponse\x12+\n" +
 	"\x05grant\x18\x01 \x01(\v2\x15.robotbridge.v1.GrantR\x05grant\"G\n" +
 	"\x12RevokeGrantRequest\x12\x19\n" +
 	"\bgrant_id\x18\x01 \x01(\tR\agrantId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"B\n" +
 	"\x13RevokeGrantResponse\x12+\n" +
-	"\x05grant\x18\x01 \x01(\v2\x15.robotbridge.v1.GrantR\x05grant\"&\n" +
+	"\x05grant\x18\x01 \x01(\v2\x15.robotbridge.v1.GrantR\x05grant\"A\n" +
 	"\fEStopRequest\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"p\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x19\n" +
+	"\brobot_id\x18\x02 \x01(\tR\arobotId\"\xbf\x01\n" +
 	"\rEStopResponse\x121\n" +
 	"\x05estop\x18\x01 \x01(\v2\x1b.robotbridge.v1.EStopStatusR\x05estop\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x18\n" +
-	"\awarning\x18\x03 \x01(\tR\awarning\"\x13\n" +
-	"\x11ResetEStopRequest\"[\n" +
+	"\awarning\x18\x03 \x01(\tR\awarning\x12\x19\n" +
+	"\brobot_id\x18\x04 \x01(\tR\arobotId\x122\n" +
+	"\x06robots\x18\x05 \x03(\v2\x1a.robotbridge.v1.RobotLatchR\x06robots\".\n" +
+	"\x11ResetEStopRequest\x12\x19\n" +
+	"\brobot_id\x18\x01 \x01(\tR\arobotId\"\xaa\x01\n" +
 	"\x12ResetEStopResponse\x121\n" +
 	"\x05estop\x18\x01 \x01(\v2\x1b.robotbridge.v1.EStopStatusR\x05estop\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"C\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x19\n" +
+	"\brobot_id\x18\x03 \x01(\tR\arobotId\x122\n" +
+	"\x06robots\x18\x04 \x03(\v2\x1a.robotbridge.v1.RobotLatchR\x06robots\"\xe8\x01\n" +
+	"\n" +
+	"RobotLatch\x12\x19\n" +
+	"\brobot_id\x18\x01 \x01(\tR\arobotId\x121\n" +
+	"\x05estop\x18\x02 \x01(\v2\x1b.robotbridge.v1.EStopStatusR\x05estop\x121\n" +
+	"\x05fault\x18\x03 \x01(\v2\x1b.robotbridge.v1.FaultStatusR\x05fault\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x18\n" +
+	"\awarning\x18\x05 \x01(\tR\awarning\x12+\n" +
+	"\x05error\x18\x06 \x01(\v2\x15.robotbridge.v1.ErrorR\x05error\"C\n" +
 	"\x10PauseTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
@@ -2389,11 +2630,14 @@ const file_robotbridge_v1_operator_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
 	"\x11AbortTaskResponse\x12(\n" +
 	"\x04task\x18\x01 \x01(\v2\x14.robotbridge.v1.TaskR\x04task\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x13\n" +
-	"\x11ClearFaultRequest\"[\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\".\n" +
+	"\x11ClearFaultRequest\x12\x19\n" +
+	"\brobot_id\x18\x01 \x01(\tR\arobotId\"\xaa\x01\n" +
 	"\x12ClearFaultResponse\x121\n" +
 	"\x05fault\x18\x01 \x01(\v2\x1b.robotbridge.v1.FaultStatusR\x05fault\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"*\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x19\n" +
+	"\brobot_id\x18\x03 \x01(\tR\arobotId\x122\n" +
+	"\x06robots\x18\x04 \x03(\v2\x1a.robotbridge.v1.RobotLatchR\x06robots\"*\n" +
 	"\x12WatchEventsRequest\x12\x14\n" +
 	"\x05types\x18\x01 \x03(\tR\x05types\"\x97\x01\n" +
 	"\x13WatchEventsResponse\x12\x10\n" +
@@ -2521,7 +2765,7 @@ func file_robotbridge_v1_operator_proto_rawDescGZIP() []byte {
 	return file_robotbridge_v1_operator_proto_rawDescData
 }
 
-var file_robotbridge_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_robotbridge_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_robotbridge_v1_operator_proto_goTypes = []any{
 	(*ListApprovalsRequest)(nil),  // 0: robotbridge.v1.ListApprovalsRequest
 	(*ListApprovalsResponse)(nil), // 1: robotbridge.v1.ListApprovalsResponse
@@ -2539,95 +2783,103 @@ var file_robotbridge_v1_operator_proto_goTypes = []any{
 	(*EStopResponse)(nil),         // 13: robotbridge.v1.EStopResponse
 	(*ResetEStopRequest)(nil),     // 14: robotbridge.v1.ResetEStopRequest
 	(*ResetEStopResponse)(nil),    // 15: robotbridge.v1.ResetEStopResponse
-	(*PauseTaskRequest)(nil),      // 16: robotbridge.v1.PauseTaskRequest
-	(*PauseTaskResponse)(nil),     // 17: robotbridge.v1.PauseTaskResponse
-	(*ResumeTaskRequest)(nil),     // 18: robotbridge.v1.ResumeTaskRequest
-	(*ResumeTaskResponse)(nil),    // 19: robotbridge.v1.ResumeTaskResponse
-	(*AbortTaskRequest)(nil),      // 20: robotbridge.v1.AbortTaskRequest
-	(*AbortTaskResponse)(nil),     // 21: robotbridge.v1.AbortTaskResponse
-	(*ClearFaultRequest)(nil),     // 22: robotbridge.v1.ClearFaultRequest
-	(*ClearFaultResponse)(nil),    // 23: robotbridge.v1.ClearFaultResponse
-	(*WatchEventsRequest)(nil),    // 24: robotbridge.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 25: robotbridge.v1.WatchEventsResponse
-	(*Approval)(nil),              // 26: robotbridge.v1.Approval
-	(*Pose2D)(nil),                // 27: robotbridge.v1.Pose2D
-	(*Grant)(nil),                 // 28: robotbridge.v1.Grant
-	(*GrantSpec)(nil),             // 29: robotbridge.v1.GrantSpec
-	(*Scope)(nil),                 // 30: robotbridge.v1.Scope
-	(*Point2)(nil),                // 31: robotbridge.v1.Point2
-	(*Rect)(nil),                  // 32: robotbridge.v1.Rect
-	(*EStopStatus)(nil),           // 33: robotbridge.v1.EStopStatus
-	(*FaultStatus)(nil),           // 34: robotbridge.v1.FaultStatus
-	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
-	(*Task)(nil),                  // 36: robotbridge.v1.Task
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 38: google.protobuf.Value
-	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
+	(*RobotLatch)(nil),            // 16: robotbridge.v1.RobotLatch
+	(*PauseTaskRequest)(nil),      // 17: robotbridge.v1.PauseTaskRequest
+	(*PauseTaskResponse)(nil),     // 18: robotbridge.v1.PauseTaskResponse
+	(*ResumeTaskRequest)(nil),     // 19: robotbridge.v1.ResumeTaskRequest
+	(*ResumeTaskResponse)(nil),    // 20: robotbridge.v1.ResumeTaskResponse
+	(*AbortTaskRequest)(nil),      // 21: robotbridge.v1.AbortTaskRequest
+	(*AbortTaskResponse)(nil),     // 22: robotbridge.v1.AbortTaskResponse
+	(*ClearFaultRequest)(nil),     // 23: robotbridge.v1.ClearFaultRequest
+	(*ClearFaultResponse)(nil),    // 24: robotbridge.v1.ClearFaultResponse
+	(*WatchEventsRequest)(nil),    // 25: robotbridge.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 26: robotbridge.v1.WatchEventsResponse
+	(*Approval)(nil),              // 27: robotbridge.v1.Approval
+	(*Pose2D)(nil),                // 28: robotbridge.v1.Pose2D
+	(*Grant)(nil),                 // 29: robotbridge.v1.Grant
+	(*GrantSpec)(nil),             // 30: robotbridge.v1.GrantSpec
+	(*Scope)(nil),                 // 31: robotbridge.v1.Scope
+	(*Point2)(nil),                // 32: robotbridge.v1.Point2
+	(*Rect)(nil),                  // 33: robotbridge.v1.Rect
+	(*EStopStatus)(nil),           // 34: robotbridge.v1.EStopStatus
+	(*FaultStatus)(nil),           // 35: robotbridge.v1.FaultStatus
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(*Error)(nil),                 // 37: robotbridge.v1.Error
+	(*Task)(nil),                  // 38: robotbridge.v1.Task
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 40: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 41: google.protobuf.Struct
 }
 var file_robotbridge_v1_operator_proto_depIdxs = []int32{
-	26, // 0: robotbridge.v1.ListApprovalsResponse.approvals:type_name -> robotbridge.v1.Approval
+	27, // 0: robotbridge.v1.ListApprovalsResponse.approvals:type_name -> robotbridge.v1.Approval
 	3,  // 1: robotbridge.v1.DecideRequest.approve:type_name -> robotbridge.v1.ApproveDecision
 	4,  // 2: robotbridge.v1.DecideRequest.deny:type_name -> robotbridge.v1.DenyDecision
-	29, // 3: robotbridge.v1.ApproveDecision.grant:type_name -> robotbridge.v1.GrantSpec
-	26, // 4: robotbridge.v1.DecideResponse.approval:type_name -> robotbridge.v1.Approval
-	28, // 5: robotbridge.v1.DecideResponse.grant:type_name -> robotbridge.v1.Grant
-	28, // 6: robotbridge.v1.ListGrantsResponse.grants:type_name -> robotbridge.v1.Grant
-	30, // 7: robotbridge.v1.CreateGrantRequest.scope:type_name -> robotbridge.v1.Scope
-	35, // 8: robotbridge.v1.CreateGrantRequest.ttl:type_name -> google.protobuf.Duration
-	28, // 9: robotbridge.v1.CreateGrantResponse.grant:type_name -> robotbridge.v1.Grant
-	28, // 10: robotbridge.v1.RevokeGrantResponse.grant:type_name -> robotbridge.v1.Grant
-	33, // 11: robotbridge.v1.EStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
-	33, // 12: robotbridge.v1.ResetEStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
-	36, // 13: robotbridge.v1.PauseTaskResponse.task:type_name -> robotbridge.v1.Task
-	36, // 14: robotbridge.v1.ResumeTaskResponse.task:type_name -> robotbridge.v1.Task
-	36, // 15: robotbridge.v1.AbortTaskResponse.task:type_name -> robotbridge.v1.Task
-	34, // 16: robotbridge.v1.ClearFaultResponse.fault:type_name -> robotbridge.v1.FaultStatus
-	37, // 17: robotbridge.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	38, // 18: robotbridge.v1.WatchEventsResponse.data:type_name -> google.protobuf.Value
-	39, // 19: robotbridge.v1.Approval.arguments:type_name -> google.protobuf.Struct
-	27, // 20: robotbridge.v1.Approval.target:type_name -> robotbridge.v1.Pose2D
-	37, // 21: robotbridge.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	37, // 22: robotbridge.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 23: robotbridge.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	30, // 24: robotbridge.v1.Grant.scope:type_name -> robotbridge.v1.Scope
-	37, // 25: robotbridge.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
-	37, // 26: robotbridge.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	37, // 27: robotbridge.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
-	30, // 28: robotbridge.v1.GrantSpec.scope:type_name -> robotbridge.v1.Scope
-	35, // 29: robotbridge.v1.GrantSpec.ttl:type_name -> google.protobuf.Duration
-	31, // 30: robotbridge.v1.Scope.region:type_name -> robotbridge.v1.Point2
-	32, // 31: robotbridge.v1.Scope.rect:type_name -> robotbridge.v1.Rect
-	37, // 32: robotbridge.v1.EStopStatus.since:type_name -> google.protobuf.Timestamp
-	37, // 33: robotbridge.v1.FaultStatus.since:type_name -> google.protobuf.Timestamp
-	0,  // 34: robotbridge.v1.OperatorService.ListApprovals:input_type -> robotbridge.v1.ListApprovalsRequest
-	2,  // 35: robotbridge.v1.OperatorService.Decide:input_type -> robotbridge.v1.DecideRequest
-	6,  // 36: robotbridge.v1.OperatorService.ListGrants:input_type -> robotbridge.v1.ListGrantsRequest
-	8,  // 37: robotbridge.v1.OperatorService.CreateGrant:input_type -> robotbridge.v1.CreateGrantRequest
-	10, // 38: robotbridge.v1.OperatorService.RevokeGrant:input_type -> robotbridge.v1.RevokeGrantRequest
-	12, // 39: robotbridge.v1.OperatorService.EStop:input_type -> robotbridge.v1.EStopRequest
-	14, // 40: robotbridge.v1.OperatorService.ResetEStop:input_type -> robotbridge.v1.ResetEStopRequest
-	22, // 41: robotbridge.v1.OperatorService.ClearFault:input_type -> robotbridge.v1.ClearFaultRequest
-	16, // 42: robotbridge.v1.OperatorService.PauseTask:input_type -> robotbridge.v1.PauseTaskRequest
-	18, // 43: robotbridge.v1.OperatorService.ResumeTask:input_type -> robotbridge.v1.ResumeTaskRequest
-	20, // 44: robotbridge.v1.OperatorService.AbortTask:input_type -> robotbridge.v1.AbortTaskRequest
-	24, // 45: robotbridge.v1.OperatorService.WatchEvents:input_type -> robotbridge.v1.WatchEventsRequest
-	1,  // 46: robotbridge.v1.OperatorService.ListApprovals:output_type -> robotbridge.v1.ListApprovalsResponse
-	5,  // 47: robotbridge.v1.OperatorService.Decide:output_type -> robotbridge.v1.DecideResponse
-	7,  // 48: robotbridge.v1.OperatorService.ListGrants:output_type -> robotbridge.v1.ListGrantsResponse
-	9,  // 49: robotbridge.v1.OperatorService.CreateGrant:output_type -> robotbridge.v1.CreateGrantResponse
-	11, // 50: robotbridge.v1.OperatorService.RevokeGrant:output_type -> robotbridge.v1.RevokeGrantResponse
-	13, // 51: robotbridge.v1.OperatorService.EStop:output_type -> robotbridge.v1.EStopResponse
-	15, // 52: robotbridge.v1.OperatorService.ResetEStop:output_type -> robotbridge.v1.ResetEStopResponse
-	23, // 53: robotbridge.v1.OperatorService.ClearFault:output_type -> robotbridge.v1.ClearFaultResponse
-	17, // 54: robotbridge.v1.OperatorService.PauseTask:output_type -> robotbridge.v1.PauseTaskResponse
-	19, // 55: robotbridge.v1.OperatorService.ResumeTask:output_type -> robotbridge.v1.ResumeTaskResponse
-	21, // 56: robotbridge.v1.OperatorService.AbortTask:output_type -> robotbridge.v1.AbortTaskResponse
-	25, // 57: robotbridge.v1.OperatorService.WatchEvents:output_type -> robotbridge.v1.WatchEventsResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 3: robotbridge.v1.ApproveDecision.grant:type_name -> robotbridge.v1.GrantSpec
+	27, // 4: robotbridge.v1.DecideResponse.approval:type_name -> robotbridge.v1.Approval
+	29, // 5: robotbridge.v1.DecideResponse.grant:type_name -> robotbridge.v1.Grant
+	29, // 6: robotbridge.v1.ListGrantsResponse.grants:type_name -> robotbridge.v1.Grant
+	31, // 7: robotbridge.v1.CreateGrantRequest.scope:type_name -> robotbridge.v1.Scope
+	36, // 8: robotbridge.v1.CreateGrantRequest.ttl:type_name -> google.protobuf.Duration
+	29, // 9: robotbridge.v1.CreateGrantResponse.grant:type_name -> robotbridge.v1.Grant
+	29, // 10: robotbridge.v1.RevokeGrantResponse.grant:type_name -> robotbridge.v1.Grant
+	34, // 11: robotbridge.v1.EStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
+	16, // 12: robotbridge.v1.EStopResponse.robots:type_name -> robotbridge.v1.RobotLatch
+	34, // 13: robotbridge.v1.ResetEStopResponse.estop:type_name -> robotbridge.v1.EStopStatus
+	16, // 14: robotbridge.v1.ResetEStopResponse.robots:type_name -> robotbridge.v1.RobotLatch
+	34, // 15: robotbridge.v1.RobotLatch.estop:type_name -> robotbridge.v1.EStopStatus
+	35, // 16: robotbridge.v1.RobotLatch.fault:type_name -> robotbridge.v1.FaultStatus
+	37, // 17: robotbridge.v1.RobotLatch.error:type_name -> robotbridge.v1.Error
+	38, // 18: robotbridge.v1.PauseTaskResponse.task:type_name -> robotbridge.v1.Task
+	38, // 19: robotbridge.v1.ResumeTaskResponse.task:type_name -> robotbridge.v1.Task
+	38, // 20: robotbridge.v1.AbortTaskResponse.task:type_name -> robotbridge.v1.Task
+	35, // 21: robotbridge.v1.ClearFaultResponse.fault:type_name -> robotbridge.v1.FaultStatus
+	16, // 22: robotbridge.v1.ClearFaultResponse.robots:type_name -> robotbridge.v1.RobotLatch
+	39, // 23: robotbridge.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	40, // 24: robotbridge.v1.WatchEventsResponse.data:type_name -> google.protobuf.Value
+	41, // 25: robotbridge.v1.Approval.arguments:type_name -> google.protobuf.Struct
+	28, // 26: robotbridge.v1.Approval.target:type_name -> robotbridge.v1.Pose2D
+	39, // 27: robotbridge.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	39, // 28: robotbridge.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 29: robotbridge.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	31, // 30: robotbridge.v1.Grant.scope:type_name -> robotbridge.v1.Scope
+	39, // 31: robotbridge.v1.Grant.created_at:type_name -> google.protobuf.Timestamp
+	39, // 32: robotbridge.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 33: robotbridge.v1.Grant.revoked_at:type_name -> google.protobuf.Timestamp
+	31, // 34: robotbridge.v1.GrantSpec.scope:type_name -> robotbridge.v1.Scope
+	36, // 35: robotbridge.v1.GrantSpec.ttl:type_name -> google.protobuf.Duration
+	32, // 36: robotbridge.v1.Scope.region:type_name -> robotbridge.v1.Point2
+	33, // 37: robotbridge.v1.Scope.rect:type_name -> robotbridge.v1.Rect
+	39, // 38: robotbridge.v1.EStopStatus.since:type_name -> google.protobuf.Timestamp
+	39, // 39: robotbridge.v1.FaultStatus.since:type_name -> google.protobuf.Timestamp
+	0,  // 40: robotbridge.v1.OperatorService.ListApprovals:input_type -> robotbridge.v1.ListApprovalsRequest
+	2,  // 41: robotbridge.v1.OperatorService.Decide:input_type -> robotbridge.v1.DecideRequest
+	6,  // 42: robotbridge.v1.OperatorService.ListGrants:input_type -> robotbridge.v1.ListGrantsRequest
+	8,  // 43: robotbridge.v1.OperatorService.CreateGrant:input_type -> robotbridge.v1.CreateGrantRequest
+	10, // 44: robotbridge.v1.OperatorService.RevokeGrant:input_type -> robotbridge.v1.RevokeGrantRequest
+	12, // 45: robotbridge.v1.OperatorService.EStop:input_type -> robotbridge.v1.EStopRequest
+	14, // 46: robotbridge.v1.OperatorService.ResetEStop:input_type -> robotbridge.v1.ResetEStopRequest
+	23, // 47: robotbridge.v1.OperatorService.ClearFault:input_type -> robotbridge.v1.ClearFaultRequest
+	17, // 48: robotbridge.v1.OperatorService.PauseTask:input_type -> robotbridge.v1.PauseTaskRequest
+	19, // 49: robotbridge.v1.OperatorService.ResumeTask:input_type -> robotbridge.v1.ResumeTaskRequest
+	21, // 50: robotbridge.v1.OperatorService.AbortTask:input_type -> robotbridge.v1.AbortTaskRequest
+	25, // 51: robotbridge.v1.OperatorService.WatchEvents:input_type -> robotbridge.v1.WatchEventsRequest
+	1,  // 52: robotbridge.v1.OperatorService.ListApprovals:output_type -> robotbridge.v1.ListApprovalsResponse
+	5,  // 53: robotbridge.v1.OperatorService.Decide:output_type -> robotbridge.v1.DecideResponse
+	7,  // 54: robotbridge.v1.OperatorService.ListGrants:output_type -> robotbridge.v1.ListGrantsResponse
+	9,  // 55: robotbridge.v1.OperatorService.CreateGrant:output_type -> robotbridge.v1.CreateGrantResponse
+	11, // 56: robotbridge.v1.OperatorService.RevokeGrant:output_type -> robotbridge.v1.RevokeGrantResponse
+	13, // 57: robotbridge.v1.OperatorService.EStop:output_type -> robotbridge.v1.EStopResponse
+	15, // 58: robotbridge.v1.OperatorService.ResetEStop:output_type -> robotbridge.v1.ResetEStopResponse
+	24, // 59: robotbridge.v1.OperatorService.ClearFault:output_type -> robotbridge.v1.ClearFaultResponse
+	18, // 60: robotbridge.v1.OperatorService.PauseTask:output_type -> robotbridge.v1.PauseTaskResponse
+	20, // 61: robotbridge.v1.OperatorService.ResumeTask:output_type -> robotbridge.v1.ResumeTaskResponse
+	22, // 62: robotbridge.v1.OperatorService.AbortTask:output_type -> robotbridge.v1.AbortTaskResponse
+	26, // 63: robotbridge.v1.OperatorService.WatchEvents:output_type -> robotbridge.v1.WatchEventsResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_robotbridge_v1_operator_proto_init() }
@@ -2640,15 +2892,15 @@ func file_robotbridge_v1_operator_proto_init() {
 		(*DecideRequest_Approve)(nil),
 		(*DecideRequest_Deny)(nil),
 	}
-	file_robotbridge_v1_operator_proto_msgTypes[33].OneofWrappers = []any{}
 	file_robotbridge_v1_operator_proto_msgTypes[34].OneofWrappers = []any{}
+	file_robotbridge_v1_operator_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robotbridge_v1_operator_proto_rawDesc), len(file_robotbridge_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -98,30 +98,39 @@ const (
 // OperatorServiceClient is a client for the robotbridge.v1.OperatorService service.
 type OperatorServiceClient interface {
 	// ListApprovals lists approval requests, oldest first, like
-	// GET /v1/approvals?status=...
+	// GET /v1/approvals?status=...&robot=...
 	ListApprovals(context.Context, *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error)
 	// Decide approves or denies a pending request, like
 	// POST /v1/approvals/{id}/approve and .../deny. A denial's reason
 	// reaches the agent verbatim in APPROVAL_DENIED.
 	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
-	// ListGrants lists the active grants, oldest first, like GET /v1/grants.
+	// ListGrants lists the active grants, oldest first, like
+	// GET /v1/grants?robot=...
 	ListGrants(context.Context, *connect.Request[v1.ListGrantsRequest]) (*connect.Response[v1.ListGrantsResponse], error)
-	// CreateGrant creates a scoped, time-limited grant, like POST /v1/grants:
-	// calls of the scope's tool inside its bounds are approved without
-	// asking until the TTL passes or the grant is revoked.
+	// CreateGrant creates a scoped, time-limited grant for one robot, like
+	// POST /v1/grants: calls of the scope's tool by that robot inside its
+	// bounds are approved without asking until the TTL passes or the grant
+	// is revoked.
 	CreateGrant(context.Context, *connect.Request[v1.CreateGrantRequest]) (*connect.Response[v1.CreateGrantResponse], error)
 	// RevokeGrant revokes a grant, like DELETE /v1/grants/{id}: a motion
 	// running on it is stopped at once, and its agent is told who revoked it
 	// and why.
 	RevokeGrant(context.Context, *connect.Request[v1.RevokeGrantRequest]) (*connect.Response[v1.RevokeGrantResponse], error)
 	// EStop latches the e-stop, like POST /v1/estop: the robot is commanded
-	// to stop at once and every motion is refused until ResetEStop. It
-	// answers once the latch is recorded on disk.
+	// to stop at once and every motion is refused until ResetEStop. Without
+	// a robot_id it presses every robot's e-stop, all at once. It answers
+	// once the latch is recorded on disk.
 	EStop(context.Context, *connect.Request[v1.EStopRequest]) (*connect.Response[v1.EStopResponse], error)
 	// ResetEStop clears the e-stop latch, like POST /v1/estop/reset. It is
-	// refused while the robot's own e-stop is engaged.
+	// refused while the robot's own e-stop is engaged, and needs a robot_id
+	// when the bridge serves more than one robot. For several robots ("*")
+	// a refusal of any is FAILED_PRECONDITION (CONFLICT) carrying the
+	// response, which says which robots were reset.
 	ResetEStop(context.Context, *connect.Request[v1.ResetEStopRequest]) (*connect.Response[v1.ResetEStopResponse], error)
-	// ClearFault clears a latched fault, like POST /v1/faults/clear.
+	// ClearFault clears a latched fault, like POST /v1/faults/clear. It
+	// needs a robot_id when the bridge serves more than one robot; for
+	// several ("*") a refusal of any is FAILED_PRECONDITION (CONFLICT)
+	// carrying the response, which says which robots were cleared.
 	ClearFault(context.Context, *connect.Request[v1.ClearFaultRequest]) (*connect.Response[v1.ClearFaultResponse], error)
 	// PauseTask pauses an executing task, like POST /v1/tasks/{id}/pause: a
 	// protective stop. It answers once the robot is confirmed at rest and
@@ -312,30 +321,39 @@ func (c *operatorServiceClient) WatchEvents(ctx context.Context, req *connect.Re
 // OperatorServiceHandler is an implementation of the robotbridge.v1.OperatorService service.
 type OperatorServiceHandler interface {
 	// ListApprovals lists approval requests, oldest first, like
-	// GET /v1/approvals?status=...
+	// GET /v1/approvals?status=...&robot=...
 	ListApprovals(context.Context, *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error)
 	// Decide approves or denies a pending request, like
 	// POST /v1/approvals/{id}/approve and .../deny. A denial's reason
 	// reaches the agent verbatim in APPROVAL_DENIED.
 	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
-	// ListGrants lists the active grants, oldest first, like GET /v1/grants.
+	// ListGrants lists the active grants, oldest first, like
+	// GET /v1/grants?robot=...
 	ListGrants(context.Context, *connect.Request[v1.ListGrantsRequest]) (*connect.Response[v1.ListGrantsResponse], error)
-	// CreateGrant creates a scoped, time-limited grant, like POST /v1/grants:
-	// calls of the scope's tool inside its bounds are approved without
-	// asking until the TTL passes or the grant is revoked.
+	// CreateGrant creates a scoped, time-limited grant for one robot, like
+	// POST /v1/grants: calls of the scope's tool by that robot inside its
+	// bounds are approved without asking until the TTL passes or the grant
+	// is revoked.
 	CreateGrant(context.Context, *connect.Request[v1.CreateGrantRequest]) (*connect.Response[v1.CreateGrantResponse], error)
 	// RevokeGrant revokes a grant, like DELETE /v1/grants/{id}: a motion
 	// running on it is stopped at once, and its agent is told who revoked it
 	// and why.
 	RevokeGrant(context.Context, *connect.Request[v1.RevokeGrantRequest]) (*connect.Response[v1.RevokeGrantResponse], error)
 	// EStop latches the e-stop, like POST /v1/estop: the robot is commanded
-	// to stop at once and every motion is refused until ResetEStop. It
-	// answers once the latch is recorded on disk.
+	// to stop at once and every motion is refused until ResetEStop. Without
+	// a robot_id it presses every robot's e-stop, all at once. It answers
+	// once the latch is recorded on disk.
 	EStop(context.Context, *connect.Request[v1.EStopRequest]) (*connect.Response[v1.EStopResponse], error)
 	// ResetEStop clears the e-stop latch, like POST /v1/estop/reset. It is
-	// refused while the robot's own e-stop is engaged.
+	// refused while the robot's own e-stop is engaged, and needs a robot_id
+	// when the bridge serves more than one robot. For several robots ("*")
+	// a refusal of any is FAILED_PRECONDITION (CONFLICT) carrying the
+	// response, which says which robots were reset.
 	ResetEStop(context.Context, *connect.Request[v1.ResetEStopRequest]) (*connect.Response[v1.ResetEStopResponse], error)
-	// ClearFault clears a latched fault, like POST /v1/faults/clear.
+	// ClearFault clears a latched fault, like POST /v1/faults/clear. It
+	// needs a robot_id when the bridge serves more than one robot; for
+	// several ("*") a refusal of any is FAILED_PRECONDITION (CONFLICT)
+	// carrying the response, which says which robots were cleared.
 	ClearFault(context.Context, *connect.Request[v1.ClearFaultRequest]) (*connect.Response[v1.ClearFaultResponse], error)
 	// PauseTask pauses an executing task, like POST /v1/tasks/{id}/pause: a
 	// protective stop. It answers once the robot is confirmed at rest and
