@@ -115,7 +115,15 @@ func TestParseAuditQuery(t *testing.T) {
 			AuditQuery{Since: t0, TaskID: "task-1", Type: "approval.denied", Limit: 50, Cursor: good},
 			"",
 		},
-		{"empty values are absent", "since=&task_id=&type=", false, AuditQuery{}, ""},
+		{"empty values are absent", "since=&task_id=&robot=&type=", false, AuditQuery{}, ""},
+		{"a robot", "robot=r-7_b", false, AuditQuery{Robot: "r-7_b"}, ""},
+		{"robot and task", "robot=r7&task_id=t-1", true, AuditQuery{Robot: "r7", TaskID: "t-1"}, ""},
+		{"uppercase robot", "robot=R7", false, AuditQuery{}, "robot"},
+		{"robot with a space", "robot=r%207", false, AuditQuery{}, "robot"},
+		{"robot starting with a dash", "robot=-r7", false, AuditQuery{}, "robot"},
+		{"long robot", "robot=" + strings.Repeat("r", 64), false, AuditQuery{}, "robot"},
+		{"sql in robot", "robot=r7'--", false, AuditQuery{}, "robot"},
+		{"repeated robot", "robot=a&robot=b", false, AuditQuery{}, "robot"},
 		{"nanoseconds and offset", "since=2026-03-01T13:00:00.5%2B01:00", false, AuditQuery{Since: t0.Add(500 * time.Millisecond)}, ""},
 		{"unknown parameter", "task=1", false, AuditQuery{}, "task"},
 		{"repeated", "type=task&type=safety", false, AuditQuery{}, "type"},
@@ -239,7 +247,7 @@ func TestAuditHandler(t *testing.T) {
 }
 
 func FuzzParseAuditQuery(f *testing.F) {
-	for _, s := range []string{"", "since=2026-03-01T12:00:00Z", "type=task&limit=5", "cursor=" + encodeCursor(7), "task_id=a&task_id=b", "limit=-1"} {
+	for _, s := range []string{"", "since=2026-03-01T12:00:00Z", "type=task&limit=5", "cursor=" + encodeCursor(7), "task_id=a&task_id=b", "limit=-1", "robot=r7&type=safety", "robot=R%00"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

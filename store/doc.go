@@ -17,6 +17,19 @@
 // forward-only migrations, each in its own transaction, recorded in
 // schema_migrations.
 //
+// One store serves a fleet: tasks, transitions, safety events and audit
+// records carry the robot they are about (robot_id, the hw-config
+// robot.id; the audit API filters by it), and the latches are kept per
+// robot, keyed by (robot_id, name), so an e-stop of one robot holds that
+// robot only and a reset of one clears only its own. Rows written before
+// the store knew robots (migration 4) have robot_id "": "legacy", from a
+// single-robot bridge. An active legacy latch applies to every robot
+// (Latches), so an e-stop latched before the bridge named its robots
+// cannot vanish because it now does; the first Recover that is given the
+// bridge's robots (RecoverInput.Robots) hands it to each of them and
+// deletes the legacy rows. A store used without robot ids behaves as the
+// single-robot store always did.
+//
 // Writes come in two speeds. Records that authorize or imply a motion —
 // transitions (actions.Recorder), approvals and grants (approval.Store),
 // idempotency keys (toolapi.IdempotencyStore) — are written synchronously,
@@ -36,7 +49,8 @@
 // was killed or crashed — reports it in Info.CleanShutdown, and the store
 // keeps knowing it until a run has recovered it (Recover), so a start that
 // fails after a crash does not make the crash forgotten. Recover records
-// the fault the bridge latches for it (RecoverInput.CrashFault).
+// the fault the bridge latches for it (RecoverInput.CrashFault), for every
+// robot of the bridge.
 //
 // A data dir remembers that it had a store: a marker file written next to
 // the database the first time it is created (for PostgreSQL, naming the
