@@ -307,8 +307,10 @@ func saveGrantTx(ctx context.Context, tx txn, g approval.Grant, at time.Time, ac
 	return err
 }
 
-// Task returns a task as last recorded, for get_task after a restart (the
-// runner only knows the tasks of its own run). ErrNotFound when unknown.
+// Task returns a task as last recorded, with the robot it is for
+// (RobotID; empty for a task of a single-robot bridge from before the
+// store knew robots), for get_task after a restart (the runner only knows
+// the tasks of its own run). ErrNotFound when unknown.
 func (s *Store) Task(ctx context.Context, id string) (actions.TaskView, error) {
 	var (
 		v                                actions.TaskView
