@@ -65,7 +65,7 @@ func newFleetFixture(t testing.TB, mods ...func(*Conf)) *fleetFixture {
 			b.Sim.Objects[i].Label = "mug"
 		}
 	}
-	require.Equal(t, 1.35, cfgs[0].Locations["table"].X, "robot A keeps the config's table")
+	require.InDelta(t, 1.35, cfgs[0].Locations["table"].X, 1e-9, "robot A keeps the config's table")
 	require.Equal(t, "cup", cfgs[0].Sim.Objects[0].Label, "robot A keeps the config's labels")
 
 	f := &fleetFixture{
@@ -513,7 +513,7 @@ func TestFleet_GrantEndedNamesTheRobot(t *testing.T) {
 }
 
 func TestJoinRobotIDs(t *testing.T) {
-	require.Equal(t, "", JoinRobotIDs(nil))
+	require.Empty(t, JoinRobotIDs(nil))
 	require.Equal(t, "a, b", JoinRobotIDs([]string{"a", "b"}))
 	var ids []string
 	for i := range 25 {
