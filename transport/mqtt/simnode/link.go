@@ -101,7 +101,7 @@ func (l *Link) Start(ctx context.Context) error {
 	o := paho.NewClientOptions().AddBroker(l.conn.Broker).SetClientID(l.conn.ClientID).
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
 		SetMaxReconnectInterval(l.conn.ReconnectMax).SetKeepAlive(l.conn.KeepAlive).
-		SetPingTimeout(max(l.conn.KeepAlive/2, time.Second)).SetConnectTimeout(5*time.Second).
+		SetPingTimeout(max(l.conn.KeepAlive/2, time.Second)).SetConnectTimeout(5 * time.Second).
 		SetWriteTimeout(time.Second).SetOrderMatters(true).
 		SetOnConnectHandler(func(c paho.Client) { go l.onConnect(c) }).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
