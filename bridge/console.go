@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -95,6 +96,73 @@ type consoleSnapshot struct {
 	Map             consoleMap      `json:"map"`
 	MaxGrantMinutes int             `json:"max_grant_minutes"`
 	Time            time.Time       `json:"time"`
+	// Fleet is every robot of a bridge that serves more than one, in
+	// config order; absent for a single robot. The fields above then
+	// speak of the first robot only (for readers that know one robot),
+	// and the page shows the fleet from Fleet and Rooms instead.
+	Fleet []consoleFleetRobot `json:"fleet,omitempty"`
+	// Rooms are the rooms a fleet's robots are in (hw-config world.room),
+	// in the order their first robot comes in the config.
+	Rooms []consoleRoom `json:"rooms,omitempty"`
+}
+
+// consoleFleetRobot is one robot of a fleet as the console's fleet list
+// starts from it; state and safety events keep it current.
+type consoleFleetRobot struct {
+	RobotID string `json:"robot_id"`
+	Name    string `json:"name,omitempty"`
+	Room    string `json:"room"`
+	// Robot is the robot now, as its state events carry it.
+	Robot      console.RobotView `json:"robot"`
+	Safety     consoleSafety     `json:"safety"`
+	SafetyText string            `json:"safety_text"`
+	// Task is the robot's running task (approved, executing, paused,
+	// stopping), absent while it runs none.
+	Task *consoleActiveTask `json:"task,omitempty"`
+	// MaxGrantMinutes is the longest grant this robot's config allows.
+	MaxGrantMinutes int `json:"max_grant_minutes"`
+}
+
+// consoleSafety is the part of a robot's safety.Status the fleet list
+// shows: its latches, its link and whether it has reported at all. The
+// page replaces it with the full status of GET /v1/safety?robot=<id>
+// whenever a safety event names the robot.
+type consoleSafety struct {
+	EStop               safety.EStopStatus `json:"estop"`
+	Fault               safety.FaultStatus `json:"fault"`
+	LinkUp              bool               `json:"link_up"`
+	HaveState           bool               `json:"have_state"`
+	RobotEStop          bool               `json:"robot_estop"`
+	HardwareEStop       bool               `json:"hardware_estop"`
+	HardwareEStopSource string             `json:"hardware_estop_source,omitempty"`
+}
+
+func safetySummary(st safety.Status) consoleSafety {
+	return consoleSafety{
+		EStop: st.EStop, Fault: st.Fault, LinkUp: st.LinkUp, HaveState: st.HaveState, RobotEStop: st.RobotEStop,
+		HardwareEStop: st.HardwareEStop, HardwareEStopSource: st.HardwareEStopSource,
+	}
+}
+
+// consoleActiveTask names a robot's running task.
+type consoleActiveTask struct {
+	ID     string    `json:"id"`
+	Tool   string    `json:"tool"`
+	Status fsm.State `json:"status"`
+}
+
+// consoleRoom is one room of a fleet: its map (the hw-config of the
+// room's first robot: a fleet's robots share the world unless an override
+// moves one to another room), the robots in it and what they perceive.
+type consoleRoom struct {
+	Name     string     `json:"name"`
+	Map      consoleMap `json:"map"`
+	RobotIDs []string   `json:"robot_ids"`
+	// Objects are the objects the room's robots perceive, each once (by
+	// id), inside the room; ObjectsOutside counts the detections placed
+	// outside it.
+	Objects        []consoleObject `json:"objects"`
+	ObjectsOutside int             `json:"objects_outside"`
 }
 
 type consoleRobot struct {
@@ -137,6 +205,7 @@ type jointTarget struct {
 // consoleMotion is the base target of an approved or running motion.
 type consoleMotion struct {
 	TaskID  string       `json:"task_id"`
+	RobotID string       `json:"robot_id,omitempty"`
 	Tool    string       `json:"tool"`
 	Preview string       `json:"preview"`
 	Target  robot.Pose2D `json:"target"`
@@ -177,8 +246,8 @@ type mapLocation struct {
 	Description string  `json:"description,omitempty"`
 }
 
-func (b *Bridge) consoleMap() consoleMap {
-	cfg := b.conf.Config
+// consoleMapOf is the room of the robot whose config is cfg.
+func consoleMapOf(cfg *hwconfig.Config) consoleMap {
 	m := consoleMap{
 		Bounds: cfg.World.Bounds, Workspace: cfg.Base.Workspace, RobotRadius: cfg.Base.Radius,
 		Surfaces: []mapPolygon{}, Regions: []mapPolygon{}, Locations: []mapLocation{},
@@ -208,38 +277,32 @@ func (b *Bridge) consoleSnapshot(ctx context.Context) (any, error) {
 // consoleSnapshotOf gathers the current state from the same services the
 // /v1/ API reads.
 func (b *Bridge) consoleSnapshotOf(ctx context.Context, starts *taskStarts) consoleSnapshot {
-	cfg := b.conf.Config
-	st := b.sup.Status()
+	first := b.first()
+	cfg := first.cfg
+	st := first.sup.Status()
 	s := consoleSnapshot{
-		Robot:      consoleRobot{ID: cfg.Robot.ID, Name: cfg.Robot.Name},
-		RobotView:  console.ViewRobot(b.observeRobot()),
-		Safety:     st,
-		SafetyText: describeSafety(st),
-		Approvals:  []consoleApproval{},
-		Grants:     []approval.Grant{},
-		Tasks:      []consoleTask{},
-		Motions:    []consoleMotion{},
-		Objects:    []consoleObject{},
-		Map:        b.consoleMap(),
-		Time:       b.clock.Now(),
+		Robot:           consoleRobot{ID: cfg.Robot.ID, Name: cfg.Robot.Name},
+		RobotView:       console.ViewRobot(b.observeRobot()),
+		Safety:          st,
+		SafetyText:      describeSafety(st),
+		Approvals:       []consoleApproval{},
+		Grants:          []approval.Grant{},
+		Tasks:           []consoleTask{},
+		Motions:         []consoleMotion{},
+		Objects:         []consoleObject{},
+		Map:             consoleMapOf(cfg),
+		MaxGrantMinutes: maxGrantMinutes(cfg),
+		Time:            b.clock.Now(),
 	}
 	for _, a := range b.approvals.List(string(approval.StatusPending)) {
 		s.Approvals = append(s.Approvals, b.approvalForConsole(a))
-	}
-	if maxTTL := cfg.Safety.MaxGrantTTL.D(); maxTTL > 0 {
-		s.MaxGrantMinutes = max(int(maxTTL/time.Minute), 1)
-	} else {
-		s.MaxGrantMinutes = 30
 	}
 	for _, g := range b.approvals.Grants() {
 		if g.Status == approval.GrantActive {
 			s.Grants = append(s.Grants, g)
 		}
 	}
-	tasks := b.runner.List()
-	if len(tasks) > consoleTasksShown {
-		tasks = tasks[len(tasks)-consoleTasksShown:]
-	}
+	tasks := b.consoleTasks()
 	approved := map[string]approval.Approval{}
 	for _, a := range b.approvals.List(string(approval.StatusApproved)) {
 		approved[a.TaskID] = a
@@ -247,13 +310,146 @@ func (b *Bridge) consoleSnapshotOf(ctx context.Context, starts *taskStarts) cons
 	for _, v := range tasks {
 		s.Tasks = append(s.Tasks, starts.view(v))
 		if a, ok := approved[v.ID]; ok && !v.Terminal() && a.Target != nil {
-			s.Motions = append(s.Motions, consoleMotion{TaskID: v.ID, Tool: a.Tool, Preview: a.Preview, Target: *a.Target})
+			s.Motions = append(s.Motions, consoleMotion{TaskID: v.ID, RobotID: v.RobotID, Tool: a.Tool, Preview: a.Preview, Target: *a.Target})
 		}
 	}
-	if scene, err := b.perception.Describe(ctx, perception.Query{MaxObjects: 50, MinConfidence: 0}); err == nil {
-		s.Objects, s.ObjectsOutside = objectsInRoom(cfg.World.Bounds, scene.Objects)
+	if !b.fleet() {
+		if scene, err := first.perception.Describe(ctx, perception.Query{MaxObjects: consoleObjectsShown, MinConfidence: 0}); err == nil {
+			s.Objects, s.ObjectsOutside = objectsInRoom(cfg.World.Bounds, scene.Objects)
+		}
+		return s
 	}
+	s.Fleet, s.Rooms = b.consoleFleet(ctx, tasks)
+	// The first robot's room is the top-level map's, so its objects are
+	// that room's.
+	s.Objects, s.ObjectsOutside = s.Rooms[0].Objects, s.Rooms[0].ObjectsOutside
 	return s
+}
+
+// consoleObjectsShown bounds the objects one map draws.
+const consoleObjectsShown = 50
+
+// consoleFleetTasksShown bounds the finished tasks a fleet's snapshot
+// carries (every live task is carried): enough for the page's lists, one
+// robot filtered or all, without a hundred robots' histories.
+const consoleFleetTasksShown = 200
+
+// maxGrantMinutes is the longest grant cfg allows, in whole minutes.
+func maxGrantMinutes(cfg *hwconfig.Config) int {
+	if maxTTL := cfg.Safety.MaxGrantTTL.D(); maxTTL > 0 {
+		return max(int(maxTTL/time.Minute), 1)
+	}
+	return 30
+}
+
+// consoleTasks are the tasks the snapshot carries: a single robot's
+// newest consoleTasksShown; of a fleet, every robot's live tasks and the
+// newest finished ones (each robot's newest consoleTasksShown, at most
+// consoleFleetTasksShown in all), oldest first.
+func (b *Bridge) consoleTasks() []actions.TaskView {
+	if !b.fleet() {
+		tasks := b.first().runner.List()
+		if len(tasks) > consoleTasksShown {
+			tasks = tasks[len(tasks)-consoleTasksShown:]
+		}
+		return tasks
+	}
+	var live, done []actions.TaskView
+	for _, r := range b.robots {
+		tasks := r.runner.List()
+		if len(tasks) > consoleTasksShown {
+			// A robot runs one motion at a time, so its live tasks are
+			// among its newest; an older one still live is kept below.
+			for _, v := range tasks[:len(tasks)-consoleTasksShown] {
+				if !v.Terminal() {
+					live = append(live, v)
+				}
+			}
+			tasks = tasks[len(tasks)-consoleTasksShown:]
+		}
+		for _, v := range tasks {
+			if v.Terminal() {
+				done = append(done, v)
+			} else {
+				live = append(live, v)
+			}
+		}
+	}
+	newestFirst := func(a, b actions.TaskView) int { return b.CreatedAt.Compare(a.CreatedAt) }
+	slices.SortStableFunc(done, newestFirst)
+	out := append(live, done[:min(len(done), consoleFleetTasksShown)]...)
+	slices.SortStableFunc(out, func(a, b actions.TaskView) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// consoleFleet is the fleet list and the rooms of a fleet's snapshot.
+// tasks are the snapshot's tasks (every live one among them).
+func (b *Bridge) consoleFleet(ctx context.Context, tasks []actions.TaskView) ([]consoleFleetRobot, []consoleRoom) {
+	running := map[string]*consoleActiveTask{}
+	for _, v := range tasks {
+		if v.Terminal() || preMotion[v.Status] && v.Status != fsm.Approved {
+			continue
+		}
+		// The newest wins: tasks are oldest first.
+		running[v.RobotID] = &consoleActiveTask{ID: v.ID, Tool: v.Tool, Status: v.Status}
+	}
+	now := b.clock.Now()
+	fleet := make([]consoleFleetRobot, len(b.robots))
+	var rooms []consoleRoom
+	roomIndex := map[string]int{}
+	for i, r := range b.robots {
+		st := r.sup.Status()
+		v := console.ViewRobot(r.observe(now))
+		v.RobotID = r.id
+		room := roomOf(r.cfg)
+		fleet[i] = consoleFleetRobot{
+			RobotID: r.id, Name: r.cfg.Robot.Name, Room: room, Robot: v,
+			Safety: safetySummary(st), SafetyText: describeSafety(st), Task: running[r.id],
+			MaxGrantMinutes: maxGrantMinutes(r.cfg),
+		}
+		j, ok := roomIndex[room]
+		if !ok {
+			j = len(rooms)
+			roomIndex[room] = j
+			rooms = append(rooms, consoleRoom{Name: room, Map: consoleMapOf(r.cfg), RobotIDs: []string{}})
+		}
+		rooms[j].RobotIDs = append(rooms[j].RobotIDs, r.id)
+	}
+	for j := range rooms {
+		rooms[j].Objects, rooms[j].ObjectsOutside = b.roomObjects(ctx, rooms[j])
+	}
+	return fleet, rooms
+}
+
+// roomObjects are the objects the robots of room perceive, inside the
+// room, each once: two robots that see the same object report it under
+// the same id, and the map draws it once — as seen recently if either
+// robot has.
+func (b *Bridge) roomObjects(ctx context.Context, room consoleRoom) ([]consoleObject, int) {
+	var all []perception.Object
+	for _, id := range room.RobotIDs {
+		r, _ := b.robot(id)
+		if scene, err := r.perception.Describe(ctx, perception.Query{MaxObjects: consoleObjectsShown, MinConfidence: 0}); err == nil {
+			all = append(all, scene.Objects...)
+		}
+	}
+	at := map[string]int{}
+	var once []perception.Object
+	for _, o := range all {
+		i, seen := at[o.ID]
+		switch {
+		case !seen:
+			at[o.ID] = len(once)
+			once = append(once, o)
+		case once[i].Stale && !o.Stale:
+			once[i] = o
+		}
+	}
+	in, outside := objectsInRoom(room.Map.Bounds, once)
+	if len(in) > consoleObjectsShown {
+		in = in[:consoleObjectsShown]
+	}
+	return in, outside
 }
 
 // objectsInRoom returns the scene's objects that lie inside the room, as
@@ -281,7 +477,12 @@ func (b *Bridge) approvalForConsole(a approval.Approval) consoleApproval {
 	if a.Tool != actions.ToolMoveArmTo {
 		return out
 	}
-	cfg := b.conf.Config
+	// The robot's own config: an override may name other joint angles
+	// for the same pose.
+	cfg := b.first().cfg
+	if r, ok := b.robot(a.RobotID); ok {
+		cfg = r.cfg
+	}
 	names := cfg.JointNames()
 	if pose, ok := a.Arguments["pose"].(string); ok {
 		if q, err := cfg.PoseJoints(pose); err == nil {
@@ -419,10 +620,17 @@ func (b *Bridge) consoleLogBook(ctx context.Context, limit int) ([]console.Audit
 	out := make([]console.AuditEntry, len(recs))
 	for i, r := range recs {
 		raw, _ := json.Marshal(r) // an AuditRecord always encodes
+		// A single robot's log book is all its own; a fleet's names the
+		// robot each record is about, and none for what concerns the
+		// whole bridge (its start, its shutdown).
+		robotID := b.conf.Config.Robot.ID
+		if b.fleet() {
+			robotID = r.RobotID
+		}
 		out[i] = console.LogLine(console.Record{
 			Seq: r.Seq, At: r.At, Type: r.Type, Actor: r.Actor, TaskID: r.TaskID, Subject: r.Subject,
 			Summary: r.Summary, Reason: r.Reason, Details: r.Details, Raw: raw,
-		}, b.conf.Config.Robot.ID)
+		}, robotID)
 	}
 	return out, nil
 }

@@ -58,6 +58,15 @@
     objectsOutside: 0,
     audit: [],
     maxGrantMinutes: 30,
+    // A fleet (a bridge serving several robots) fills these instead of
+    // the single robot's fields above: robots by id, their ids in config
+    // order, the rooms, and the robot the lists are filtered to ('' for
+    // every robot).
+    fleet: false,
+    robots: new Map(),
+    order: [],
+    rooms: [],
+    filter: '',
   };
   let es = null;
   let refreshTimer = null;
@@ -244,7 +253,11 @@
     es.addEventListener('state', (m) => { const w = JSON.parse(m.data); applyState(w.data); measure(w.time); });
     es.addEventListener('task', (m) => applyTask(JSON.parse(m.data).data));
     es.addEventListener('approval', (m) => applyApproval(JSON.parse(m.data).data));
-    es.addEventListener('safety', () => { refreshSafety(); scheduleAudit(); });
+    es.addEventListener('safety', (m) => {
+      if (model.fleet) queueSafety((JSON.parse(m.data).data || {}).robot_id);
+      else refreshSafety();
+      scheduleAudit();
+    });
     es.addEventListener('system', () => scheduleAudit());
     es.addEventListener('escalation', (m) => applyEscalation(JSON.parse(m.data).data));
   }
@@ -259,6 +272,7 @@
   }
 
   function applySnapshot(s) {
+    if (s.fleet && s.fleet.length) { applyFleetSnapshot(s); return; }
     model.robot = s.robot || model.robot;
     if (s.map) { model.map = s.map; drawStaticMap(); }
     model.maxGrantMinutes = s.max_grant_minutes || model.maxGrantMinutes;
@@ -279,6 +293,7 @@
 
   function applyState(d) {
     if (!d) return;
+    if (model.fleet) { applyFleetState(d); return; }
     setRobot(d);
     renderLink();
     renderRobot();
@@ -288,31 +303,38 @@
 
   // setRobot takes the robot part of a snapshot or a state event
   // (console.RobotView).
-  function setRobot(d) {
-    model.state = d.state || null;
-    model.summary = d.summary || '';
-    model.linkUp = !!d.link_up;
-    model.condition = d.condition || 'unknown';
-    model.stateAgeMS = d.state_age_ms || 0;
-    model.staleAfterMS = d.stale_after_ms || 500;
-    model.stateAt = performance.now();
+  function setRobot(d) { setRobotOf(model, d); }
+
+  // setRobotOf sets the robot fields of r (the model, or one robot of a
+  // fleet) from a console.RobotView.
+  function setRobotOf(r, d) {
+    r.state = d.state || null;
+    r.summary = d.summary || '';
+    r.linkUp = !!d.link_up;
+    r.condition = d.condition || 'unknown';
+    r.stateAgeMS = d.state_age_ms || 0;
+    r.staleAfterMS = d.stale_after_ms || 500;
+    r.stateAt = performance.now();
   }
 
   // robotNow is what the page may say of the robot now: the bridge's
   // condition and summary, unless they said "moving" or "stopped" of a
   // state that has since grown older than the state timeout (a stream
   // that stalled without closing); then the page marks it stale itself.
-  function robotNow() {
-    const age = model.stateAgeMS + (performance.now() - model.stateAt);
-    const st = model.state;
-    let condition = model.condition;
-    let summary = model.summary;
-    if (st && (condition === 'moving' || condition === 'stopped') && age > model.staleAfterMS) {
+  function robotNow() { return robotNowOf(model); }
+
+  // robotNowOf is robotNow of r: the model, or one robot of a fleet.
+  function robotNowOf(r) {
+    const age = r.stateAgeMS + (performance.now() - r.stateAt);
+    const st = r.state;
+    let condition = r.condition;
+    let summary = r.summary;
+    if (st && (condition === 'moving' || condition === 'stopped') && age > r.staleAfterMS) {
       condition = 'stale';
-      summary = `last seen ${model.condition === 'moving' ? 'moving ' : ''}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}° ` +
+      summary = `last seen ${r.condition === 'moving' ? 'moving ' : ''}at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}° ` +
         `${ageText(age)} ago (no update since)`;
     }
-    if (!model.linkUp && st) condition = 'link_down';
+    if (!r.linkUp && st) condition = 'link_down';
     return { condition, summary, age, current: condition === 'moving' || condition === 'stopped' };
   }
 
@@ -334,6 +356,7 @@
     model.tasks.set(t.id, t);
     if (TERMINAL.has(t.status) && model.motions.delete(t.id)) renderTargets();
     renderTasks();
+    if (model.fleet) fleetTaskChanged(t.robot_id);
     if (!prev || prev.status !== t.status) scheduleAudit();
   }
 
@@ -345,10 +368,11 @@
       else model.approvals.delete(a.id);
       const t = model.tasks.get(a.task_id);
       if (a.status === 'approved' && a.target && !(t && TERMINAL.has(t.status))) {
-        model.motions.set(a.task_id, { task_id: a.task_id, tool: a.tool, preview: a.preview, target: a.target });
+        model.motions.set(a.task_id, { task_id: a.task_id, robot_id: a.robot_id, tool: a.tool, preview: a.preview, target: a.target });
       }
       renderQueue();
       renderTargets();
+      if (model.fleet) fleetTaskChanged(a.robot_id);
     }
     if (e.grant) {
       const g = e.grant;
@@ -372,6 +396,7 @@
     if (app.dataset.signedIn !== 'true') return;
     try {
       const s = await api('GET', '/snapshot');
+      if (model.fleet) { fleetObjects(s); return; }
       model.objects = s.objects || [];
       model.objectsOutside = s.objects_outside || 0;
       renderObjects();
@@ -381,6 +406,7 @@
   // ---------- rendering ----------
 
   function renderAll() {
+    if (model.fleet) renderFleet();
     renderLink();
     renderSafety();
     renderRobot();
@@ -395,6 +421,7 @@
   // is. Calm grey while both are good; red with the age when the link is
   // down or the state is older than the state timeout.
   function renderLink() {
+    if (model.fleet) { renderFleetPill(); return; }
     const p = $('link-status');
     const r = robotNow();
     app.dataset.robot = r.condition;
@@ -427,6 +454,7 @@
   }
 
   function renderSafety() {
+    if (model.fleet) { renderFleetSafety(); return; }
     const s = model.safety;
     const estop = !!(s && s.estop && s.estop.active);
     const fault = !!(s && s.fault && s.fault.latched);
@@ -442,6 +470,7 @@
   // says what happened, what the robot did, what to check, and carries
   // the one button that clears it; developer detail is one click away.
   function alarms() {
+    if (model.fleet) return fleetAlarms();
     const s = model.safety;
     const out = [];
     if (s && s.estop && s.estop.active) {
@@ -529,6 +558,7 @@
   // hardware e-stop of its own (no e-stop topic) has only this console's
   // E-STOP button and the agent's stop.
   function renderEStopSource() {
+    if (model.fleet) { renderFleetEStopSource(); return; }
     const s = model.safety;
     const n = $('estop-source');
     if (!s) { n.textContent = ''; delete app.dataset.hardwareEstop; return; }
@@ -541,10 +571,17 @@
   // renderRobot lists the robot's live values; while the state is not
   // current each one is greyed and says how old it is.
   function renderRobot() {
-    const st = model.state;
-    const dl = $('robot-state');
+    if (model.fleet) { renderRobotDetail(); return; }
+    renderRobotInto($('robot-state'), model);
+    drawRobot();
+  }
+
+  // renderRobotInto lists robot rb's live values (the model, or one
+  // robot of a fleet) in dl.
+  function renderRobotInto(dl, rb) {
+    const st = rb.state;
     dl.replaceChildren();
-    const r = robotNow();
+    const r = robotNowOf(rb);
     const stale = !!st && !r.current;
     const mark = stale ? `stale, last seen ${ageText(r.age)} ago` : '';
     const row = (k, v, live) => {
@@ -556,7 +593,7 @@
       dl.append(el('dt', { text: k }), dd);
     };
     dl.classList.toggle('stale', stale);
-    if (!st) { row('State', model.linkUp ? 'no state from the robot yet' : 'robot link down, no state from the robot yet', false); drawRobot(); return; }
+    if (!st) { row('State', rb.linkUp ? 'no state from the robot yet' : 'robot link down, no state from the robot yet', false); return; }
     row('Seen', `${ageText(r.age)} ago` + (r.current ? ' (live)' : ' — stale: not the robot\'s state now'), false);
     row('Pose', `x ${fmt(st.base.x)} m, y ${fmt(st.base.y)} m, heading ${fmt(deg(st.base.theta), 0)}°`, true);
     row('Velocity', `${fmt(st.velocity.v)} m/s, ${fmt(st.velocity.w)} rad/s`, true);
@@ -565,7 +602,6 @@
     if (st.joints && st.joints.length) row('Arm', st.joints.map((j) => `${j.name} ${fmt(j.position)}`).join(', '), true);
     if (st.faults && st.faults.length) row('Robot faults', st.faults.join(', '), true);
     row('Summary', r.summary || '', false);
-    drawRobot();
   }
 
   // ---------- the map ----------
@@ -575,27 +611,40 @@
   function points(poly) { return poly.map(([x, y]) => P(x, y).join(',')).join(' '); }
 
   const LAYERS = ['layer-static', 'layer-paths', 'layer-targets', 'layer-objects', 'layer-robot', 'layer-labels'];
-  function layer(id) {
-    const m = $('map');
-    let g = m.querySelector('#' + id);
-    if (!g) { g = svg('g', { id }); m.append(g); }
-    return g;
+
+  // A view is one map on the page: the single robot's (#map, whose
+  // layers have ids), or one room of a fleet (its layers named by
+  // data-layer, as ids must be unique on the page). staticLabels are the
+  // labels of the room (regions, surfaces, locations), placed together
+  // with the objects' (and a fleet's robots') by placeLabelsOf.
+  const singleView = { ids: true, svg: null, map: null, staticLabels: [], objectsShown: '', notes: null };
+  function single() {
+    if (!singleView.svg) { singleView.svg = $('map'); singleView.notes = $('map-notes'); }
+    singleView.map = model.map;
+    return singleView;
   }
 
-  // staticLabels are the labels of the room (regions, surfaces,
-  // locations), placed together with the objects' by placeLabels.
-  let staticLabels = [];
+  function layerOf(v, id) {
+    const m = v.svg;
+    let g = v.ids ? m.querySelector('#' + id) : m.querySelector(`g[data-layer="${id}"]`);
+    if (!g) { g = v.ids ? svg('g', { id }) : svg('g', { 'data-layer': id }); m.append(g); }
+    return g;
+  }
+  function layer(id) { return layerOf(single(), id); }
 
-  function drawStaticMap() {
-    const m = $('map');
-    const map = model.map;
+  function drawStaticMap() { drawStaticMapOf(single()); }
+
+  function drawStaticMapOf(v) {
+    const m = v.svg;
+    const map = v.map;
     for (const id of LAYERS) {
-      const g = m.querySelector('#' + id);
+      const g = v.ids ? m.querySelector('#' + id) : m.querySelector(`g[data-layer="${id}"]`);
       if (g) g.remove();
     }
-    const stat = layer('layer-static');
-    for (const id of LAYERS.slice(1)) layer(id);
-    staticLabels = [];
+    const stat = layerOf(v, 'layer-static');
+    for (const id of LAYERS.slice(1)) layerOf(v, id);
+    v.staticLabels = [];
+    const staticLabels = v.staticLabels;
     const all = (map.bounds || []).concat(map.workspace || []);
     if (!all.length) return;
     const xs = all.map((p) => p[0]); const ys = all.map((p) => p[1]);
@@ -644,7 +693,7 @@
   // drawRobot draws the robot where it is — or, while its state is not
   // current, where it was last seen, marked as such.
   function drawRobot() {
-    if (!model.map) return;
+    if (!model.map || model.fleet) return;
     const g = layer('layer-robot');
     let marker = $('robot-marker');
     const st = model.state;
@@ -672,53 +721,63 @@
     describeMap();
   }
 
-  let objectsShown = '';
   function renderObjects() {
+    if (model.fleet) { for (const room of model.rooms) renderObjectsOf(room.view, room.objects, room.objectsOutside); return; }
     if (!model.map) return;
-    const sig = JSON.stringify(model.objects.map((o) => [o.id, o.label, fmt(o.x), fmt(o.y), o.stale, o.uncertain]));
-    const notes = $('map-notes');
-    notes.textContent = model.objectsOutside > 0
-      ? `${model.objectsOutside} detection${model.objectsOutside === 1 ? '' : 's'} placed outside the room ${model.objectsOutside === 1 ? 'is' : 'are'} not drawn (not real objects in it).`
+    if (renderObjectsOf(single(), model.objects, model.objectsOutside)) describeMap();
+  }
+
+  // renderObjectsOf draws objects on view v and labels the map anew; it
+  // returns false when nothing changed.
+  function renderObjectsOf(v, objects, outside) {
+    const sig = JSON.stringify(objects.map((o) => [o.id, o.label, fmt(o.x), fmt(o.y), o.stale, o.uncertain]));
+    const notes = v.notes;
+    notes.textContent = outside > 0
+      ? `${outside} detection${outside === 1 ? '' : 's'} placed outside the room ${outside === 1 ? 'is' : 'are'} not drawn (not real objects in it).`
       : '';
-    if (sig === objectsShown && layer('layer-labels').childNodes.length) return;
-    objectsShown = sig;
-    const g = layer('layer-objects');
+    if (sig === v.objectsShown && layerOf(v, 'layer-labels').childNodes.length) return false;
+    v.objectsShown = sig;
+    const g = layerOf(v, 'layer-objects');
     g.replaceChildren();
     const counts = {};
-    for (const o of model.objects) counts[o.label] = (counts[o.label] || 0) + 1;
-    for (const o of model.objects) {
+    for (const o of objects) counts[o.label] = (counts[o.label] || 0) + 1;
+    for (const o of objects) {
       const [x, y] = P(o.x, o.y);
       const c = svg('circle', { class: 'object' + (o.stale ? ' stale' : ''), cx: x, cy: y, r: 0.12, 'data-object-id': o.id });
       c.append(svg('title', { text: `${o.id} (${o.label})${o.stale ? ', not seen recently' : ''}${o.uncertain ? ', uncertain' : ''}` }));
       g.append(c);
     }
-    placeLabels(model.objects.map((o) => ({
+    v.objectLabels = objects.map((o) => ({
       kind: 'object', text: (counts[o.label] > 1 ? o.id : o.label) + (o.uncertain ? '?' : ''), at: P(o.x, o.y), id: o.id,
-    })));
-    describeMap();
+    }));
+    placeLabelsOf(v, v.objectLabels, v.robotLabels || []);
+    return true;
   }
 
-  // placeLabels writes every label of the map so that no two overlap:
+  // placeLabelsOf writes every label of map v so that no two overlap:
   // each tries positions around its mark, nearest first, and takes the
   // first whose box meets no label already placed. A label with no free
-  // place is left off the map and named below it instead.
-  function placeLabels(objectLabels) {
-    const g = layer('layer-labels');
+  // place is left off the map and named below it instead. A fleet's
+  // robot labels go first: which robot is where matters most.
+  function placeLabelsOf(v, objectLabels, robotLabels) {
+    const g = layerOf(v, 'layer-labels');
     g.replaceChildren();
     const placed = [];
     const left = [];
     const hits = (b) => placed.some((p) => b.x < p.x + p.width && p.x < b.x + b.width && b.y < p.y + p.height && p.y < b.y + b.height);
     const gap = 0.02;
-    for (const l of staticLabels.concat(objectLabels)) {
-      const t = svg('text', { class: 'label' + (l.kind === 'object' ? ' object-label' : ''), 'data-label-kind': l.kind, text: l.text });
-      if (l.id) t.setAttribute('data-object-id', l.id);
+    for (const l of robotLabels.concat(v.staticLabels, objectLabels)) {
+      const cls = 'label' + (l.kind === 'object' ? ' object-label' : l.kind === 'robot' ? ' robot-label' : '');
+      const t = svg('text', { class: cls, 'data-label-kind': l.kind, text: l.text });
+      if (l.id) t.setAttribute(l.kind === 'robot' ? 'data-robot-id' : 'data-object-id', l.id);
       g.append(t);
       const [ax, ay] = l.at;
       const offsets = l.centred
         ? [[0, 0, 'middle'], [0, 0.3, 'middle'], [0, -0.3, 'middle'], [0, 0.6, 'middle'], [0, -0.6, 'middle']]
-        : [[0.16, -0.1, 'start'], [-0.16, -0.1, 'end'], [0, -0.22, 'middle'], [0, 0.36, 'middle'],
-          [0.16, 0.2, 'start'], [-0.16, 0.2, 'end'], [0.3, -0.4, 'start'], [-0.3, -0.4, 'end'],
-          [0.3, 0.5, 'start'], [-0.3, 0.5, 'end'], [0, -0.55, 'middle'], [0, 0.7, 'middle']];
+        : l.kind === 'robot' ? robotLabelOffsets(l.radius)
+          : [[0.16, -0.1, 'start'], [-0.16, -0.1, 'end'], [0, -0.22, 'middle'], [0, 0.36, 'middle'],
+            [0.16, 0.2, 'start'], [-0.16, 0.2, 'end'], [0.3, -0.4, 'start'], [-0.3, -0.4, 'end'],
+            [0.3, 0.5, 'start'], [-0.3, 0.5, 'end'], [0, -0.55, 'middle'], [0, 0.7, 'middle']];
       let ok = false;
       for (const [dx, dy, anchor] of offsets) {
         t.setAttribute('x', ax + dx);
@@ -730,8 +789,29 @@
       }
       if (!ok) { t.remove(); left.push(l.text); }
     }
-    const notes = $('map-notes');
-    if (left.length) notes.textContent = (notes.textContent ? notes.textContent + ' ' : '') + 'Not labelled on the map for lack of room: ' + left.join(', ') + '.';
+    const notes = v.notes;
+    let more = '';
+    if (v.ids) {
+      if (left.length) notes.textContent = (notes.textContent ? notes.textContent + ' ' : '') + 'Not labelled on the map for lack of room: ' + left.join(', ') + '.';
+      return;
+    }
+    // A fleet's room names what it could not label, in bounds: a crowded
+    // room must not grow a paragraph of ids.
+    if (v.unlabelledRobots) more += ` ${v.unlabelledRobots} robot${v.unlabelledRobots === 1 ? ' is' : 's are'} not labelled here: the robot list names them all, and each marker names its robot on hover.`;
+    if (left.length) {
+      more += ' Not labelled on the map for lack of room: ' + left.slice(0, MAX_NOTE_NAMES).join(', ') +
+        (left.length > MAX_NOTE_NAMES ? ` and ${left.length - MAX_NOTE_NAMES} more` : '') + '.';
+    }
+    v.labelNotes.textContent = more.trim();
+  }
+
+  // robotLabelOffsets are where a robot's label may go: clear of its
+  // body, nearest first.
+  function robotLabelOffsets(r) {
+    const d = r + 0.06;
+    return [[d, -0.08, 'start'], [-d, -0.08, 'end'], [0, -(d + 0.04), 'middle'], [0, d + 0.24, 'middle'],
+      [d, d, 'start'], [-d, d, 'end'], [d, -d, 'start'], [-d, -d, 'end'],
+      [0, -(d + 0.34), 'middle'], [0, d + 0.54, 'middle']];
   }
 
   // renderTargets draws where the robot is going: the target of every
@@ -739,43 +819,53 @@
   // each with the straight path from the robot and the robot's footprint
   // swept along it.
   function renderTargets() {
+    if (model.fleet) { for (const room of model.rooms) scheduleRoom(room); return; }
     if (!model.map) return;
-    const g = layer('layer-targets');
-    const paths = layer('layer-paths');
+    renderTargetsOf(single(), [...model.approvals.values()], [...model.motions.values()], () => model.state);
+    describeMap();
+  }
+
+  // renderTargetsOf draws the pending approvals' and the motions' targets
+  // on view v; stateOf gives the state of the robot one is of.
+  function renderTargetsOf(v, approvals, motions, stateOf) {
+    const g = layerOf(v, 'layer-targets');
+    const paths = layerOf(v, 'layer-paths');
     g.replaceChildren();
     paths.replaceChildren();
-    const st = model.state;
-    const radius = model.map.robot_radius || 0.3;
-    const drawPath = (target, pending) => {
+    const radius = v.map.robot_radius || 0.3;
+    const drawPath = (target, pending, st) => {
       if (!st) return;
       const [rx, ry] = P(st.base.x, st.base.y);
       const [x, y] = P(target.x, target.y);
       paths.append(svg('line', { class: 'footprint' + (pending ? ' pending' : ''), x1: rx, y1: ry, x2: x, y2: y, 'stroke-width': 2 * radius }));
       paths.append(svg('line', { class: 'path-line' + (pending ? ' pending' : ''), x1: rx, y1: ry, x2: x, y2: y }));
     };
-    for (const a of model.approvals.values()) {
+    const whose = (id) => (model.fleet && id ? `${id}'s ` : '');
+    for (const a of approvals) {
       if (!a.target) continue;
       const [x, y] = P(a.target.x, a.target.y);
       const t = svg('g', { class: 'target-marker', 'data-approval-id': a.id, 'data-task-id': a.task_id || '', 'data-x': fmt(a.target.x, 3), 'data-y': fmt(a.target.y, 3) });
-      t.append(svg('title', { text: `pending target: ${a.preview}` }));
+      if (model.fleet) t.setAttribute('data-robot-id', a.robot_id || '');
+      t.append(svg('title', { text: `${whose(a.robot_id)}pending target: ${a.preview}` }));
       t.append(svg('circle', { class: 'target', cx: x, cy: y, r: 0.18 }));
       t.append(svg('line', { class: 'target', x1: x - 0.25, y1: y, x2: x + 0.25, y2: y }));
       t.append(svg('line', { class: 'target', x1: x, y1: y - 0.25, x2: x, y2: y + 0.25 }));
       g.append(t);
-      drawPath(a.target, true);
+      drawPath(a.target, true, stateOf(a.robot_id));
     }
-    for (const m of model.motions.values()) {
+    for (const m of motions) {
       const [x, y] = P(m.target.x, m.target.y);
       const t = svg('g', { class: 'running-marker', 'data-task-id': m.task_id, 'data-x': fmt(m.target.x, 3), 'data-y': fmt(m.target.y, 3) });
-      t.append(svg('title', { text: `target of the running motion: ${m.preview}` }));
+      if (model.fleet) t.setAttribute('data-robot-id', m.robot_id || '');
+      t.append(svg('title', { text: `${whose(m.robot_id)}target of the running motion: ${m.preview}` }));
       t.append(svg('rect', { class: 'running-target', x: x - 0.14, y: y - 0.14, width: 0.28, height: 0.28 }));
       g.append(t);
-      drawPath(m.target, false);
+      drawPath(m.target, false, stateOf(m.robot_id));
     }
-    describeMap();
   }
 
   function describeMap() {
+    if (model.fleet) return;
     const st = model.state;
     const pending = [...model.approvals.values()].filter((a) => a.target).length;
     const nowR = robotNow();
@@ -789,8 +879,9 @@
   // joint is now, where it is asked to go, and by how much.
   function jointTable(a) {
     if (!a.joint_targets || !a.joint_targets.length) return null;
-    const now = new Map(((model.state && model.state.joints) || []).map((j) => [j.name, j.position]));
-    const stale = !robotNow().current;
+    const rb = model.fleet ? (model.robots.get(a.robot_id) || model) : model;
+    const now = new Map(((rb.state && rb.state.joints) || []).map((j) => [j.name, j.position]));
+    const stale = !robotNowOf(rb).current;
     const tb = el('tbody');
     for (const j of a.joint_targets) {
       const cur = now.get(j.name);
@@ -809,7 +900,7 @@
 
   function renderQueue() {
     const ul = $('queue');
-    const list = [...model.approvals.values()].sort((a, b) => a.created_at.localeCompare(b.created_at));
+    const list = [...model.approvals.values()].filter(shownRobot).sort((a, b) => a.created_at.localeCompare(b.created_at));
     $('queue-count').textContent = String(list.length);
     $('queue-empty').hidden = list.length > 0;
     app.dataset.pending = String(list.length);
@@ -820,10 +911,13 @@
       if (!li) {
         li = el('li', {
           tabindex: 0, 'data-approval-id': a.id, 'data-task-id': a.task_id || '', 'data-tool': a.tool,
-          'aria-label': `Request from ${a.requested_by}: ${a.preview}. Press Enter to approve after confirming.`,
+          'data-robot-id': model.fleet ? a.robot_id : null,
+          'aria-label': model.fleet
+            ? `Request for robot ${a.robot_id} from ${a.requested_by}: ${a.preview}. Press Enter to approve after confirming.`
+            : `Request from ${a.requested_by}: ${a.preview}. Press Enter to approve after confirming.`,
         });
         li.append(...[
-          el('div', { class: 'preview', text: a.preview }),
+          model.fleet ? el('div', { class: 'preview' }, robotTag(a.robot_id), a.preview) : el('div', { class: 'preview', text: a.preview }),
           jointTable(a),
           el('div', { class: 'meta', text: `${a.tool} · requested by ${a.requested_by}${a.session_id ? ' (session ' + a.session_id + ')' : ''} · task ${a.task_id || '–'}` }),
           a.robot_state ? el('div', { class: 'meta', text: 'Robot then: ' + a.robot_state }) : null,
@@ -851,10 +945,14 @@
           }
         });
         li.addEventListener('blur', () => { delete li.dataset.enterArmed; });
-        ul.append(li);
+        // In place, oldest first: a robot filter's change brings back
+        // requests older than those shown.
+        const next = [...ul.children].find((c) => (model.approvals.get(c.dataset.approvalId) || { created_at: '' }).created_at > a.created_at);
+        ul.insertBefore(li, next || null);
       }
     }
     renderPending();
+    renderFilterNotes();
     tickExpiry();
   }
 
@@ -993,7 +1091,7 @@
   // finger is never swapped for another between press and release.
   function renderTasks() {
     const ul = $('tasks');
-    const all = [...model.tasks.values()].sort((a, b) => b.created_at.localeCompare(a.created_at));
+    const all = [...model.tasks.values()].filter(shownRobot).sort((a, b) => b.created_at.localeCompare(a.created_at));
     const shown = all.filter((t, i) => !TERMINAL.has(t.status) || i < MAX_TASKS_SHOWN);
     $('tasks-empty').hidden = shown.length > 0;
     const have = new Map([...ul.children].map((li) => [li.dataset.taskId, li]));
@@ -1046,7 +1144,12 @@
       'data-task-id': t.id, 'data-status': t.status, 'data-meaning': meaning, 'data-terminal': terminal ? 'true' : 'false',
       'aria-label': `Task ${t.id}, ${t.tool}, ${statusWords}`,
     });
-    li.append(el('div', {}, el('span', { class: 'badge status m-' + meaning, text: statusWords, title: MEANING_WORDS[meaning] }), ` ${t.tool} · ${t.id}`));
+    if (model.fleet) {
+      li.setAttribute('data-robot-id', t.robot_id || '');
+      li.setAttribute('aria-label', `Task ${t.id} of robot ${t.robot_id}, ${t.tool}, ${statusWords}`);
+    }
+    li.append(el('div', {}, el('span', { class: 'badge status m-' + meaning, text: statusWords, title: MEANING_WORDS[meaning] }), ' ',
+      model.fleet ? robotTag(t.robot_id) : null, model.fleet ? `${t.tool} · ${t.id}` : `${t.tool} · ${t.id}`));
     if (terminal) {
       li.append(el('p', { class: 'outcome', 'data-error-type': (t.error && t.error.type) || '', text: outcome(t) }));
       return li;
@@ -1079,15 +1182,16 @@
 
   function renderGrants() {
     const ul = $('grants');
-    const list = [...model.grants.values()].filter((g) => g.status === 'active').sort((a, b) => a.created_at.localeCompare(b.created_at));
+    const list = [...model.grants.values()].filter((g) => g.status === 'active').filter(shownRobot).sort((a, b) => a.created_at.localeCompare(b.created_at));
     $('grants-empty').hidden = list.length > 0;
-    ul.replaceChildren(...list.map((g) => el('li', { 'data-grant-id': g.id, 'data-kind': g.kind },
-      el('div', { class: 'preview', text: g.description || g.tool }),
-      el('div', { class: 'meta', text: `${g.kind === 'once' ? 'approve-once' : g.kind} grant · ${g.tool} · by ${g.created_by}${g.task_id ? ' · task ' + g.task_id : ''}` }),
+    ul.replaceChildren(...list.map((g) => el('li', { 'data-grant-id': g.id, 'data-kind': g.kind, 'data-robot-id': model.fleet ? g.robot_id : null },
+      model.fleet ? el('div', { class: 'preview' }, robotTag(g.robot_id), g.description || g.tool) : el('div', { class: 'preview', text: g.description || g.tool }),
+      el('div', { class: 'meta', text: `${g.kind === 'once' ? 'approve-once' : g.kind} grant · ${g.tool}${model.fleet ? ' · for robot ' + g.robot_id + ' only' : ''} · by ${g.created_by}${g.task_id ? ' · task ' + g.task_id : ''}` }),
       el('div', { class: 'meta expires', 'data-expires-at': g.expires_at }),
       el('div', { class: 'row-actions' },
-        el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant: ${g.description || g.id}`, onclick: () => revokeGrant(g.id) }, 'Revoke')),
+        el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant${model.fleet ? ' of ' + g.robot_id : ''}: ${g.description || g.id}`, onclick: () => revokeGrant(g.id) }, 'Revoke')),
     )));
+    renderFilterNotes();
     for (const e of ul.querySelectorAll('.expires')) {
       const s = secondsUntil(e.dataset.expiresAt);
       e.textContent = `expires in ${Math.floor(s / 60)} min ${s % 60} s`;
@@ -1125,7 +1229,7 @@
       }
     }
     const keep = FILTERS.map(([id, get]) => [$(id).value, get]);
-    const rows = model.audit.filter((e) => keep.every(([v, get]) => !v || get(e) === v));
+    const rows = model.audit.filter((e) => keep.every(([v, get]) => !v || get(e) === v) && (!model.fleet || !model.filter || e.robot === model.filter));
     const ol = $('audit');
     const open = new Set([...ol.querySelectorAll('details[open]')].map((d) => d.closest('li').dataset.seq));
     ol.replaceChildren(...rows.map((e) => {
@@ -1135,10 +1239,12 @@
       if (open.has(seq)) det.open = true;
       return el('li', { 'data-kind': e.kind, 'data-seq': seq, 'data-task-id': e.task_id || '', 'data-actor': e.by || '' },
         el('time', { datetime: e.time, text: timeOf(e.time) }),
+        model.fleet && e.robot ? robotTag(e.robot) : null,
         el('span', { class: 'line', text: e.text }),
         det);
     }));
     $('audit-empty').hidden = rows.length > 0;
+    renderFilterNotes();
   }
   // ---------- actions ----------
 
@@ -1176,11 +1282,13 @@
   async function approveFlow(id) {
     const a = model.approvals.get(id);
     if (!a) return;
-    const ok = await confirmAction('Approve this motion?', `${a.preview} — requested by ${a.requested_by}. The robot will move.`, 'Approve and move', false);
+    const ok = model.fleet
+      ? await confirmAction(`Approve this motion of ${a.robot_id}?`, `${a.robot_id}: ${a.preview} — requested by ${a.requested_by}. Robot ${a.robot_id} will move.`, `Approve and move ${a.robot_id}`, false)
+      : await confirmAction('Approve this motion?', `${a.preview} — requested by ${a.requested_by}. The robot will move.`, 'Approve and move', false);
     if (!ok) { focusRequest(id); return; }
     try {
       await api('POST', `/approvals/${encodeURIComponent(id)}/approve`, {});
-      toast('Approved: ' + a.preview);
+      toast('Approved: ' + (model.fleet ? `${a.robot_id}: ` : '') + a.preview);
     } catch (e) {
       toast('Could not approve: ' + e.message, true);
     }
@@ -1197,7 +1305,7 @@
     const d = $('deny-dialog');
     if (!a || d.open) return;
     denyID = id;
-    $('deny-text').textContent = `${a.preview} — requested by ${a.requested_by}.`;
+    $('deny-text').textContent = (model.fleet ? `${a.robot_id}: ` : '') + `${a.preview} — requested by ${a.requested_by}.`;
     $('deny-reason').value = '';
     $('deny-error').textContent = '';
     $('deny-ok').disabled = true;
@@ -1226,11 +1334,15 @@
     const d = $('grant-dialog');
     if (!a || d.open) return;
     grantID = id;
-    $('grant-text').textContent = `Approve "${a.preview}" now, and approve calls of ${a.tool} inside the bounds below without asking, for the given minutes.`;
+    $('grant-text').textContent = model.fleet
+      ? `Approve "${a.preview}" for robot ${a.robot_id} now, and approve calls of ${a.tool} by ${a.robot_id} (no other robot) inside the bounds below without asking, for the given minutes.`
+      : `Approve "${a.preview}" now, and approve calls of ${a.tool} inside the bounds below without asking, for the given minutes.`;
+    $('grant-title').textContent = model.fleet ? `Approve and grant for a while: ${a.robot_id}` : 'Approve and grant for a while';
     $('grant-error').textContent = '';
     const minutes = $('grant-minutes');
-    minutes.max = String(model.maxGrantMinutes);
-    minutes.value = String(Math.min(10, model.maxGrantMinutes));
+    const most = grantMinutesOf(a);
+    minutes.max = String(most);
+    minutes.value = String(Math.min(10, most));
     $('grant-rect').hidden = true;
     $('grant-list-field').hidden = true;
     const args = a.arguments || {};
@@ -1277,15 +1389,16 @@
     const a = model.approvals.get(grantID);
     if (!a) { $('grant-error').textContent = 'The request is no longer pending.'; return; }
     const minutes = parseInt($('grant-minutes').value, 10);
-    if (!(minutes >= 1 && minutes <= model.maxGrantMinutes)) {
-      $('grant-error').textContent = `Minutes must be between 1 and ${model.maxGrantMinutes}.`;
+    const most = grantMinutesOf(a);
+    if (!(minutes >= 1 && minutes <= most)) {
+      $('grant-error').textContent = `Minutes must be between 1 and ${most}.`;
       return;
     }
     $('grant-ok').disabled = true;
     try {
       await api('POST', `/approvals/${encodeURIComponent(grantID)}/approve`, { grant: { scope: grantScope(a), ttl: minutes + 'm' } });
       $('grant-dialog').close('ok');
-      toast(`Approved, with a ${minutes}-minute grant for ${a.tool}.`);
+      toast(`Approved, with a ${minutes}-minute grant for ${a.tool}${model.fleet ? ' of ' + a.robot_id : ''}.`);
     } catch (e) {
       $('grant-error').textContent = 'Could not grant: ' + e.message;
     } finally {
@@ -1314,6 +1427,7 @@
   }
 
   async function onEStop() {
+    if (model.fleet) { onFleetEStop(); return; }
     // No confirmation: stopping is always safe and must be one press.
     app.dataset.estop = 'pressing';
     try {
@@ -1329,6 +1443,7 @@
   }
 
   async function onReset() {
+    if (model.fleet) { changeLatches('reset', bannerRobots('estop')); return; }
     const ok = await confirmAction('Reset the e-stop?', 'Motion becomes possible again (every motion still needs approval). Make sure the area is clear.', 'Reset e-stop', true);
     if (!ok) return;
     try {
@@ -1341,6 +1456,7 @@
   }
 
   async function onClearFault() {
+    if (model.fleet) { changeLatches('clear', bannerRobots('fault')); return; }
     const ok = await confirmAction('Clear the latched fault?', 'Check the robot first: the fault latched because recovery failed.', 'Clear fault', true);
     if (!ok) return;
     try {
@@ -1366,9 +1482,11 @@
     reasonTask = id;
     const pause = action === 'pause';
     $('reason-title').textContent = pause ? 'Pause this task?' : 'Abort this task?';
+    const robot = model.fleet ? `Robot ${t.robot_id}` : 'The robot';
+    const of = model.fleet ? `${t.robot_id}: ` : '';
     $('reason-intro').textContent = pause
-      ? `${t.tool} (${t.id}). The robot stops at once and holds still until you resume or abort it.`
-      : `${t.tool} (${t.id}). The task ends: the robot stops and returns to its safe pose.`;
+      ? `${of}${t.tool} (${t.id}). ${robot} stops at once and holds still until you resume or abort it.`
+      : `${of}${t.tool} (${t.id}). The task ends: ${robot.toLowerCase() === 'the robot' ? 'the robot' : robot} stops and returns to its safe pose.`;
     $('reason-ok').textContent = pause ? 'Pause' : 'Abort';
     $('reason-ok').className = pause ? 'attention' : 'danger';
     $('reason-text').value = '';
@@ -1400,7 +1518,8 @@
   async function resumeTask(id) {
     const t = model.tasks.get(id);
     if (!t) return;
-    const ok = await confirmAction('Resume this task?', `${t.tool} (${t.id}) goes on under the approval it already has. The robot will move.`, 'Resume and move', false);
+    const ok = await confirmAction('Resume this task?', (model.fleet ? `${t.robot_id}: ` : '') +
+      `${t.tool} (${t.id}) goes on under the approval it already has. ${model.fleet ? 'Robot ' + t.robot_id : 'The robot'} will move.`, 'Resume and move', false);
     if (!ok) return;
     try {
       const r = await api('POST', `/tasks/${encodeURIComponent(id)}/resume`, {});
@@ -1438,18 +1557,734 @@
       if (first) first.focus();
     });
     $('pending-status').addEventListener('click', () => {
+      // The cue counts every robot's requests: a filter that hides some
+      // of them is lifted, so the queue shows what the cue said.
+      if (model.fleet && model.filter && [...model.approvals.values()].some((a) => !shownRobot(a))) setFilter('');
       $('queue-panel').scrollIntoView({ block: 'start' });
       const first = $('queue').querySelector('li');
       if (first) first.focus({ preventScroll: true });
     });
     for (const [id] of FILTERS) $(id).addEventListener('change', renderAudit);
+    $('robot-filter').addEventListener('change', () => setFilter($('robot-filter').value));
     setInterval(tickExpiry, 1000);
     // The robot's age (and, past the state timeout, its staleness) moves
     // on between events.
     setInterval(() => {
       if (app.dataset.signedIn !== 'true') return;
+      if (model.fleet) { tickFleet(); return; }
       renderLink(); renderRobot(); renderAlarms();
     }, 500);
+  }
+
+  // ---------- a fleet ----------
+  // A bridge that serves several robots says so in its snapshot (fleet:
+  // one entry per robot; rooms: one map per room), and every state,
+  // safety, task and approval event names its robot. The page then shows
+  // the fleet: a list of the robots, alarms first; a map per room; the
+  // lists filtered to one robot or all. Nothing on it speaks of "the
+  // robot": every line names its robot. A state event updates its robot's
+  // row and marker only; whatever spans robots (the header, the banner,
+  // the maps' paths and labels) is redrawn at most a few times a second,
+  // so a hundred robots' events cost a hundred small updates, not a
+  // hundred pages.
+
+  // MAX_BANNER_IDS bounds the robot ids one alarm line names.
+  const MAX_BANNER_IDS = 8;
+  // MAX_ROBOT_LABELS bounds the robot labels of one room's map; markers
+  // past it still name their robot on hover, and the list has them all.
+  const MAX_ROBOT_LABELS = 24;
+  // MAX_NOTE_NAMES bounds the names a map's note lists.
+  const MAX_NOTE_NAMES = 10;
+  // RUNNING are the statuses of a task that holds its robot: approved
+  // and on its way, moving, paused, stopping or recovering.
+  const RUNNING = new Set(['approved', 'executing', 'paused', 'stopping', 'recovering']);
+  const ALARM_WORDS = { estop: 'E-STOP', fault: 'FAULT', 'robot-estop': "ROBOT'S OWN E-STOP", link: 'LINK DOWN', stale: 'STALE STATE' };
+
+  function robotTag(id) { return el('span', { class: 'robot-tag', text: id || 'bridge' }); }
+
+  // shownRobot says whether x (a task, an approval, a grant) is of the
+  // robot the lists show.
+  function shownRobot(x) { return !model.fleet || !model.filter || x.robot_id === model.filter; }
+
+  function grantMinutesOf(a) {
+    const r = model.fleet && model.robots.get(a.robot_id);
+    return (r && r.maxGrantMinutes) || model.maxGrantMinutes;
+  }
+
+  function listIDs(ids) {
+    return ids.slice(0, MAX_BANNER_IDS).join(', ') + (ids.length > MAX_BANNER_IDS ? ` and ${ids.length - MAX_BANNER_IDS} more` : '');
+  }
+
+  function plural(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
+
+  function applyFleetSnapshot(s) {
+    const first = !model.fleet;
+    model.fleet = true;
+    app.dataset.fleet = 'true';
+    model.maxGrantMinutes = s.max_grant_minutes || model.maxGrantMinutes;
+    model.robots = new Map();
+    model.order = [];
+    s.fleet.forEach((f, i) => {
+      const r = {
+        id: f.robot_id, name: f.name || '', room: f.room, order: i, maxGrantMinutes: f.max_grant_minutes || model.maxGrantMinutes,
+        safety: f.safety || null, safetyText: f.safety_text || '', safetySeq: 0, running: null, pending: 0,
+        row: null, cells: null, shown: {}, marker: null,
+      };
+      setRobotOf(r, f.robot || {});
+      model.robots.set(r.id, r);
+      model.order.push(r.id);
+    });
+    if (model.filter && !model.robots.has(model.filter)) model.filter = '';
+    model.approvals = new Map((s.approvals || []).filter((a) => a.status === 'pending').map((a) => [a.id, a]));
+    model.grants = new Map((s.grants || []).filter((g) => g.status === 'active').map((g) => [g.id, g]));
+    model.tasks = new Map((s.tasks || []).map((t) => [t.id, t]));
+    model.motions = new Map((s.motions || []).map((m) => [m.task_id, m]));
+    if (first) setUpFleetPage();
+    buildRooms(s.rooms || []);
+    for (const r of model.robots.values()) { r.running = runningTask(r.id); r.pending = pendingOf(r.id); }
+    $('robot-name').textContent = `fleet of ${model.robots.size} robots`;
+    renderFilterOptions();
+    renderAll();
+    scheduleAudit();
+    refreshEscalations();
+  }
+
+  // setUpFleetPage turns the single robot's page into the fleet's, once.
+  function setUpFleetPage() {
+    $('fleet-panel').hidden = false;
+    $('map').hidden = true;
+    $('map-notes').hidden = true;
+    $('room-maps').hidden = false;
+    $('legend-alarmed').hidden = false;
+    $('map-title').textContent = 'Rooms';
+    $('link-status').setAttribute('aria-label', 'Fleet condition');
+    const b = $('estop');
+    b.classList.add('fleet');
+    b.replaceChildren('E-STOP ', el('span', { class: 'estop-sub', text: 'ALL ROBOTS' }));
+    b.setAttribute('aria-label', 'E-STOP ALL ROBOTS: emergency stop of every robot');
+    // The robot filter above every list replaces the log book's own.
+    $('audit-robot').closest('label').hidden = true;
+    $('audit-robot').value = '';
+    for (const id of ['map-title', 'queue-title', 'tasks-title', 'grants-title', 'audit-title']) {
+      $(id).append(el('span', { class: 'filter-note', 'data-filter-note': id }));
+    }
+  }
+
+  function buildRooms(rooms) {
+    const box = $('room-maps');
+    box.replaceChildren();
+    model.rooms = rooms.map((rm, i) => {
+      const title = el('h3', { id: `room-title-${i}`, text: rm.name });
+      const svgEl = document.createElementNS(SVGNS, 'svg');
+      svgEl.setAttribute('class', 'map');
+      svgEl.setAttribute('role', 'img');
+      svgEl.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+      svgEl.setAttribute('aria-labelledby', `room-desc-${i}`);
+      const desc = svg('title', { id: `room-desc-${i}`, text: `Top-down map of ${rm.name}` });
+      svgEl.append(desc);
+      const notes = el('p', { class: 'hint map-notes' });
+      const labelNotes = el('p', { class: 'hint label-notes' });
+      const fig = el('section', { class: 'room-map', 'data-room': rm.name, 'aria-labelledby': `room-title-${i}` }, title, svgEl, notes, labelNotes);
+      box.append(fig);
+      const room = {
+        name: rm.name, robotIds: rm.robot_ids || [], objects: rm.objects || [], objectsOutside: rm.objects_outside || 0,
+        fig, dirty: false, labelSig: '',
+        view: { ids: false, svg: svgEl, map: rm.map, staticLabels: [], objectsShown: '', notes, labelNotes, desc, robotLabels: [], objectLabels: [], unlabelledRobots: 0 },
+      };
+      room.view.room = room;
+      drawStaticMapOf(room.view);
+      return room;
+    });
+    for (const r of model.robots.values()) r.marker = null;
+  }
+
+  function roomOfRobot(r) { return model.rooms.find((rm) => rm.name === r.room); }
+
+  // runningTask is robot id's newest task that holds it, or null.
+  function runningTask(id) {
+    let best = null;
+    for (const t of model.tasks.values()) {
+      if (t.robot_id === id && RUNNING.has(t.status) && (!best || t.created_at > best.created_at)) best = t;
+    }
+    return best;
+  }
+
+  function pendingOf(id) {
+    let n = 0;
+    for (const a of model.approvals.values()) if (a.robot_id === id) n++;
+    return n;
+  }
+
+  // fleetTaskChanged is a task or approval event of robot id: its row's
+  // task cell, and its room's targets.
+  function fleetTaskChanged(id) {
+    const r = model.robots.get(id);
+    if (!r) return;
+    r.running = runningTask(id);
+    r.pending = pendingOf(id);
+    updateRow(r);
+    const room = roomOfRobot(r);
+    if (room) scheduleRoom(room);
+  }
+
+  function applyFleetState(d) {
+    const r = model.robots.get(d.robot_id);
+    if (!r) return;
+    setRobotOf(r, d);
+    updateRow(r);
+    updateMarker(r);
+    if (model.filter === r.id) renderRobotDetail();
+    const room = roomOfRobot(r);
+    if (room) scheduleRoom(room);
+    scheduleSummary();
+  }
+
+  // ---------- the fleet list ----------
+
+  // robotAlarms are what must stay in front of the operator about robot
+  // r: its e-stop, a latched fault, its own e-stop, a lost link, a state
+  // older than the state timeout.
+  function robotAlarms(r, n) {
+    const s = r.safety || {};
+    const out = [];
+    if (s.estop && s.estop.active) out.push('estop');
+    if (s.fault && s.fault.latched) out.push('fault');
+    if (s.robot_estop) out.push('robot-estop');
+    if (!r.linkUp) out.push('link');
+    else if (n.condition === 'stale') out.push('stale');
+    return out;
+  }
+
+  // conditionWords says what can truthfully be said of robot r's motion
+  // now: "moving" or "stopped" only of a current state.
+  function conditionWords(r, n) {
+    switch (n.condition) {
+      case 'moving': return 'moving';
+      case 'stopped': return 'stopped';
+      case 'stale': return `no current state: last seen ${ageText(n.age)} ago`;
+      case 'link_down': return r.state ? `link down: last state ${ageText(n.age)} ago` : 'link down: no state yet';
+      case 'stop_unconfirmed': return 'stop sent, not confirmed';
+    }
+    return r.linkUp ? 'no state from the robot yet' : 'link down: no state yet';
+  }
+
+  function fleetRow(r) {
+    const cells = {
+      cond: el('span', { class: 'fr-cond-words' }),
+      where: el('span', { class: 'meta fr-where' }),
+      link: el('div', { class: 'fr-link' }),
+      alarms: el('div', { class: 'fr-alarms' }),
+      task: el('div', { class: 'fr-task' }),
+      reset: el('button', { type: 'button', class: 'danger', 'data-action': 'reset', hidden: true, 'aria-label': `Reset the e-stop of ${r.id}`, onclick: () => changeLatches('reset', [r.id]) }, 'Reset e-stop…'),
+      clear: el('button', { type: 'button', class: 'danger', 'data-action': 'clear', hidden: true, 'aria-label': `Clear the fault of ${r.id}`, onclick: () => changeLatches('clear', [r.id]) }, 'Clear fault…'),
+      show: el('button', { type: 'button', 'data-action': 'show', onclick: () => setFilter(model.filter === r.id ? '' : r.id) }),
+    };
+    cells.condBox = el('div', { class: 'fr-cond' }, cells.cond, el('br'), cells.where);
+    const li = el('li', { 'data-robot-id': r.id },
+      el('div', { class: 'fr-id' }, r.id, r.name ? el('span', { class: 'meta', text: r.name }) : null),
+      cells.condBox, cells.link, cells.alarms, cells.task,
+      el('div', { class: 'row-actions' },
+        el('button', { type: 'button', class: 'danger', 'data-action': 'estop', 'aria-label': `E-STOP ${r.id}: stop robot ${r.id} only`, onclick: () => onRobotEStop(r.id) }, 'E-STOP'),
+        cells.reset, cells.clear, cells.show));
+    r.row = li;
+    r.cells = cells;
+    r.shown = {};
+    return li;
+  }
+
+  // set writes text into node only when it changed: a row is touched
+  // where its robot changed, nowhere else.
+  function setText(r, key, node, text) {
+    if (r.shown[key] === text) return;
+    r.shown[key] = text;
+    node.textContent = text;
+  }
+
+  // updateRow brings robot r's row up to date. It moves the row only when
+  // whether it is alarmed changed: alarmed robots first, then in config
+  // order.
+  function updateRow(r) {
+    if (!r.row) return;
+    const n = robotNowOf(r);
+    const c = r.cells;
+    const st = r.state;
+    setText(r, 'cond', c.cond, conditionWords(r, n));
+    setText(r, 'where', c.where, st ? `${n.current ? 'at' : 'last known at'} (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°` : '');
+    if (r.shown.current !== n.current) { r.shown.current = n.current; c.condBox.dataset.current = String(n.current); }
+    r.row.dataset.condition = n.condition;
+    setText(r, 'link', c.link, r.linkUp ? 'link up' : 'link DOWN');
+    r.row.dataset.link = r.linkUp ? 'up' : 'down';
+    const t = r.running;
+    const waiting = r.pending ? ` · ${plural(r.pending, 'request', 'requests')} waiting` : '';
+    setText(r, 'task', c.task, t ? `${t.tool} · ${t.status.replaceAll('_', ' ')} · ${t.id}${waiting}` : `no task running${waiting}`);
+    const alarms = robotAlarms(r, n);
+    const sig = alarms.join(' ');
+    if (r.shown.alarms !== sig) {
+      r.shown.alarms = sig;
+      r.row.dataset.alarms = sig;
+      c.alarms.replaceChildren(...alarms.map((a) => el('span', { class: 'badge m-fault', 'data-alarm': a, text: ALARM_WORDS[a] })));
+      const s = r.safety || {};
+      c.reset.hidden = !(s.estop && s.estop.active);
+      c.clear.hidden = !(s.fault && s.fault.latched);
+      const was = r.row.dataset.alarmed === 'true';
+      r.row.dataset.alarmed = String(alarms.length > 0);
+      if (was !== alarms.length > 0 || !r.row.parentNode) placeRow(r);
+      updateMarker(r);
+    }
+    const sel = model.filter === r.id;
+    if (r.shown.sel !== sel) {
+      r.shown.sel = sel;
+      r.row.dataset.selected = String(sel);
+      c.show.textContent = sel ? 'Show all robots' : 'Show only this robot';
+      c.show.setAttribute('aria-label', sel ? 'Show all robots' : `Show only ${r.id}`);
+    }
+  }
+
+  function rowRank(r) { return [r.row.dataset.alarmed === 'true' ? 0 : 1, r.order]; }
+
+  function placeRow(r) {
+    const ul = $('fleet');
+    const [a, o] = rowRank(r);
+    let next = null;
+    for (const li of ul.children) {
+      if (li === r.row) continue;
+      const other = model.robots.get(li.dataset.robotId);
+      const [b, p] = rowRank(other);
+      if (b > a || (b === a && p > o)) { next = li; break; }
+    }
+    if (r.row.nextSibling !== next || r.row.parentNode !== ul) ul.insertBefore(r.row, next);
+  }
+
+  function renderFleet() {
+    const ul = $('fleet');
+    ul.replaceChildren();
+    for (const id of model.order) {
+      const r = model.robots.get(id);
+      fleetRow(r);
+      updateRow(r);
+    }
+    $('fleet-count').textContent = String(model.robots.size);
+    renderFiltered();
+  }
+
+  function renderFilterOptions() {
+    const sel = $('robot-filter');
+    sel.replaceChildren(el('option', { value: '', text: 'All robots' }),
+      ...model.order.map((id) => { const r = model.robots.get(id); return el('option', { value: id, text: r.name ? `${id} (${r.name})` : id }); }));
+    sel.value = model.filter;
+  }
+
+  // setFilter shows one robot (its tasks, requests, grants, log book lines
+  // and map) or, with '', every robot.
+  function setFilter(id) {
+    model.filter = model.robots.has(id) ? id : '';
+    $('robot-filter').value = model.filter;
+    $('queue').replaceChildren();
+    renderFiltered();
+    renderQueue();
+    renderTasks();
+    renderGrants();
+    renderAudit();
+  }
+
+  // renderFiltered is what the filter changes besides the lists: the
+  // rows' marks, the maps shown, the robot's detail.
+  function renderFiltered() {
+    for (const r of model.robots.values()) updateRow(r);
+    for (const room of model.rooms) {
+      room.fig.hidden = !!model.filter && !room.robotIds.includes(model.filter);
+      room.labelSig = '';
+      drawRoomRobots(room);
+      scheduleRoom(room);
+    }
+    renderRobotDetail();
+    renderFilterNotes();
+  }
+
+  // renderFilterNotes says in each list's heading which robot it shows,
+  // and how many of the others' items it leaves out.
+  function renderFilterNotes() {
+    if (!model.fleet) return;
+    const f = model.filter;
+    const other = (items) => [...items].filter((x) => !shownRobot(x)).length;
+    const notes = {
+      'map-title': f ? `${f}'s room` : 'every robot',
+      'queue-title': f ? `${f} only${other(model.approvals.values()) ? ` · ${other(model.approvals.values())} more for other robots` : ''}` : 'every robot',
+      'tasks-title': f ? `${f} only` : 'every robot',
+      'grants-title': f ? `${f} only${other(model.grants.values()) ? ` · ${other(model.grants.values())} more for other robots` : ''}` : 'every robot',
+      'audit-title': f ? `${f} only` : 'every robot and the bridge',
+    };
+    for (const [id, text] of Object.entries(notes)) {
+      const n = document.querySelector(`[data-filter-note="${id}"]`);
+      if (n && n.textContent !== text) n.textContent = text;
+    }
+  }
+
+  // renderRobotDetail lists the chosen robot's live values under the
+  // maps; with every robot shown there is no one robot to detail.
+  function renderRobotDetail() {
+    const dl = $('robot-state');
+    const r = model.filter && model.robots.get(model.filter);
+    dl.hidden = !r;
+    if (!r) { dl.replaceChildren(); return; }
+    dl.setAttribute('aria-label', `State of ${r.id}`);
+    renderRobotInto(dl, r);
+  }
+
+  // tickFleet ages every robot between events: a robot that goes silent
+  // turns stale in its row, its marker and the header within half a
+  // second, whether or not any event comes.
+  function tickFleet() {
+    for (const r of model.robots.values()) { updateRow(r); updateMarker(r); }
+    if (model.filter) renderRobotDetail();
+    renderFleetSummary();
+  }
+
+  // ---------- the fleet's header, banner and e-stops ----------
+
+  let summaryTimer = null;
+  function scheduleSummary() {
+    if (summaryTimer) return;
+    summaryTimer = setTimeout(() => { summaryTimer = null; renderFleetSummary(); }, 100);
+  }
+
+  function renderFleetSummary() {
+    renderFleetPill();
+    renderFleetSafety();
+  }
+
+  // renderFleetPill is the header pill: how many robots are alarmed, or,
+  // when none is, whether every one reports a current state.
+  function renderFleetPill() {
+    const p = $('link-status');
+    let alarmed = 0; let quiet = 0; let down = 0;
+    for (const r of model.robots.values()) {
+      const n = robotNowOf(r);
+      if (robotAlarms(r, n).length) alarmed++;
+      else if (!n.current) quiet++;
+      if (!r.linkUp) down++;
+    }
+    const total = model.robots.size;
+    let text; let cls;
+    if (alarmed) {
+      text = `${alarmed} of ${total} robots alarmed`;
+      cls = 'bad';
+    } else if (quiet) {
+      text = `${total} robots · no alarm · ${quiet} without a current state yet`;
+      cls = 'warn';
+    } else {
+      text = `${total} robots · no alarm · every state live`;
+      cls = 'ok';
+    }
+    if (p.textContent !== text) p.textContent = text;
+    p.className = 'pill ' + cls;
+    p.dataset.alarmed = String(alarmed);
+    p.dataset.total = String(total);
+    p.dataset.link = down ? 'down' : 'up';
+  }
+
+  function renderFleetSafety() {
+    let estops = 0; let faults = 0;
+    for (const r of model.robots.values()) {
+      const s = r.safety || {};
+      if (s.estop && s.estop.active) estops++;
+      if (s.fault && s.fault.latched) faults++;
+    }
+    app.dataset.estop = estops ? 'latched' : 'clear';
+    app.dataset.fault = faults ? 'latched' : 'clear';
+    app.dataset.estopCount = String(estops);
+    app.dataset.faultCount = String(faults);
+    $('estop').classList.toggle('latched', estops > 0 && estops === model.robots.size);
+    renderAlarms();
+    renderFleetEStopSource();
+  }
+
+  function renderFleetEStopSource() {
+    const n = $('estop-source');
+    const none = [...model.robots.values()].filter((r) => r.safety && !r.safety.hardware_estop).map((r) => r.id);
+    const text = 'E-STOP ALL ROBOTS stops every robot; each robot\'s own E-STOP is in its row of the robot list.' +
+      (none.length ? ` ${plural(none.length, 'robot reports', 'robots report')} no hardware e-stop (${listIDs(none)}): for ${none.length === 1 ? 'it' : 'them'}, these buttons are the only e-stop.` : '');
+    if (n.textContent !== text) n.textContent = text;
+    app.dataset.hardwareEstop = none.length ? 'none' : 'yes';
+  }
+
+  // robotsWith are the ids of the robots with alarm key, in config order.
+  function robotsWith(key) {
+    return model.order.filter((id) => { const r = model.robots.get(id); return robotAlarms(r, robotNowOf(r)).includes(key); });
+  }
+
+  // bannerRobots are the robots the banner's alarm key names (its button
+  // acts on exactly those).
+  const bannerIDs = {};
+  function bannerRobots(key) { return (bannerIDs[key] || []).slice(); }
+
+  // fleetAlarms are the banner's alarms of a fleet: one line per kind,
+  // naming its robots. The e-stop and the fault carry the button that
+  // clears them on exactly the robots named; each robot's row has its own.
+  function fleetAlarms() {
+    const out = [];
+    const estop = robotsWith('estop');
+    const fault = robotsWith('fault');
+    const own = robotsWith('robot-estop');
+    const link = robotsWith('link');
+    const stale = robotsWith('stale');
+    bannerIDs.estop = estop;
+    bannerIDs.fault = fault;
+    const of = (ids) => ids.length === 1 ? ids[0] : `${ids.length} robots`;
+    if (estop.length) {
+      $('estop-reset').textContent = `Reset e-stop of ${of(estop)}…`;
+      out.push({
+        key: 'estop',
+        what: `E-STOP ACTIVE on ${plural(estop.length, 'robot', 'robots')}: ${listIDs(estop)}.`,
+        did: `${estop.length === 1 ? 'It was' : 'Each was'} told to stop at once, and every motion of ${estop.length === 1 ? 'it' : 'theirs'} is refused until ${estop.length === 1 ? 'its' : 'each one\'s'} e-stop is reset.`,
+        check: 'Make sure the area around each is clear, then reset it here or in its row of the robot list.',
+        button: $('estop-reset'),
+      });
+    }
+    if (fault.length) {
+      $('fault-clear').textContent = `Clear fault of ${of(fault)}…`;
+      out.push({
+        key: 'fault',
+        what: `FAULT LATCHED on ${plural(fault.length, 'robot', 'robots')}: ${listIDs(fault)}.`,
+        did: 'Each was told to stop. Nothing moves on it until an operator clears its fault.',
+        check: 'Look at each robot and what is around it, move it to a safe position by hand if needed, then clear its fault.',
+        detail: fault.map((id) => { const f = model.robots.get(id).safety.fault; return `${id}: ${f.what || ''} ${f.reason || ''}`.trim(); }).join('\n'),
+        button: $('fault-clear'),
+      });
+    }
+    if (own.length) {
+      out.push({
+        key: 'robot-estop',
+        what: `The robot's own e-stop is engaged on ${plural(own.length, 'robot', 'robots')}: ${listIDs(own)}.`,
+        did: 'Each refuses motion on its own; the bridge refuses every motion of it too.',
+        check: "Release each robot's e-stop at the robot once it is safe to do so.",
+      });
+    }
+    if (link.length) {
+      out.push({
+        key: 'link',
+        what: `ROBOT LINK DOWN on ${plural(link.length, 'robot', 'robots')}: ${listIDs(link)}.`,
+        did: 'The bridge refuses every motion of a robot whose link is down; a motion that was running was ordered to stop.',
+        check: "Check those robots' power and network. Each clears by itself when the robot is heard again.",
+      });
+    }
+    if (stale.length) {
+      out.push({
+        key: 'stale',
+        what: `NO CURRENT STATE from ${plural(stale.length, 'robot', 'robots')}: ${listIDs(stale)}.`,
+        did: 'Their link is up, but no state has come for longer than the state timeout; the bridge refuses their motions until one does.',
+        check: 'Where each is shown is only where it was last seen. Check the robot; this clears by itself when its state comes again.',
+      });
+    }
+    return out;
+  }
+
+  async function onFleetEStop() {
+    // No confirmation: stopping is always safe and must be one press. No
+    // robot_id: the bridge presses every robot's e-stop at once.
+    app.dataset.estop = 'pressing';
+    try {
+      const r = await api('POST', '/estop', { reason: 'E-STOP ALL ROBOTS pressed on the operator console' });
+      const list = (r && r.robots) || [];
+      const latched = list.filter((x) => x.estop && x.estop.active).length;
+      toast(list.length ? `E-STOP latched on ${latched} of ${list.length} robots.` : (r.text || 'E-STOP latched.'), true);
+    } catch (e) {
+      toast('E-STOP ALL ROBOTS FAILED: ' + e.message + " — use the robots' hardware e-stops, or cut their power.", true);
+    }
+    queueSafety('*');
+  }
+
+  async function onRobotEStop(id) {
+    try {
+      const r = await api('POST', '/estop', { reason: `e-stop of ${id} pressed on the operator console`, robot_id: id });
+      toast(r && r.estop && r.estop.active ? `E-STOP latched on ${id}.` : `${id}: ${(r && r.text) || 'e-stop sent.'}`, true);
+    } catch (e) {
+      toast(`E-STOP OF ${id} FAILED: ${e.message} — press E-STOP ALL ROBOTS, or use the robot's hardware e-stop.`, true);
+    }
+    queueSafety(id);
+  }
+
+  // changeLatches resets the e-stops ('reset') or clears the faults
+  // ('clear') of exactly the robots ids, after one confirmation naming
+  // them: never "*", which could reach a robot that latched since.
+  async function changeLatches(what, ids) {
+    if (!ids.length) return;
+    const reset = what === 'reset';
+    const names = listIDs(ids);
+    const ok = await confirmAction(
+      reset ? `Reset the e-stop of ${ids.length === 1 ? ids[0] : ids.length + ' robots'}?` : `Clear the latched fault of ${ids.length === 1 ? ids[0] : ids.length + ' robots'}?`,
+      reset
+        ? `${names}: motion becomes possible again (every motion still needs approval). Make sure the area around ${ids.length === 1 ? 'it' : 'each'} is clear.`
+        : `${names}: check ${ids.length === 1 ? 'the robot' : 'each robot'} first: the fault latched because recovery failed.`,
+      reset ? `Reset e-stop of ${ids.length === 1 ? ids[0] : ids.length + ' robots'}` : `Clear fault of ${ids.length === 1 ? ids[0] : ids.length + ' robots'}`, true);
+    if (!ok) return;
+    const path = reset ? '/estop/reset' : '/faults/clear';
+    const failed = [];
+    await Promise.all(ids.map(async (id) => {
+      try { await api('POST', path, { robot_id: id }); } catch (e) { failed.push(`${id}: ${e.message}`); }
+    }));
+    const done = ids.length - failed.length;
+    const verb = reset ? 'E-stop reset' : 'Fault cleared';
+    if (failed.length) toast(`${verb} on ${done} of ${ids.length}. Not on ${failed.join('; ')}`, true);
+    else toast(`${verb} on ${ids.length === 1 ? ids[0] : ids.length + ' robots'}.`);
+    for (const id of ids) queueSafety(id);
+  }
+
+  // queueSafety asks for robot id's safety status (every robot's for
+  // '*' or many at once) soon: the safety events of a fleet-wide e-stop
+  // come a hundred at a time and are answered with one request.
+  const safetyDirty = new Set();
+  let safetyTimer = null;
+  let safetySeq = 0;
+  function queueSafety(id) {
+    safetyDirty.add(id || '*');
+    if (!safetyTimer) safetyTimer = setTimeout(flushSafety, 60);
+  }
+
+  async function flushSafety() {
+    safetyTimer = null;
+    const ids = [...safetyDirty];
+    safetyDirty.clear();
+    const seq = ++safetySeq;
+    try {
+      if (ids.includes('*') || ids.length > 8) {
+        const s = await api('GET', '/safety');
+        for (const x of s.robots || []) setSafety(x.robot_id, x.status, x.text, seq);
+      } else {
+        await Promise.all(ids.map(async (id) => {
+          const s = await api('GET', '/safety?robot=' + encodeURIComponent(id));
+          setSafety(id, s.status, s.text, seq);
+        }));
+      }
+    } catch (_) { /* the next safety event asks again */ }
+    renderFleetSummary();
+  }
+
+  // setSafety takes robot id's status unless a newer answer is already
+  // in: answers can arrive out of order.
+  function setSafety(id, status, text, seq) {
+    const r = model.robots.get(id);
+    if (!r || !status || seq < r.safetySeq) return;
+    r.safetySeq = seq;
+    r.safety = status;
+    r.safetyText = text || '';
+    updateRow(r);
+  }
+
+  // ---------- the fleet's maps ----------
+
+  // updateMarker draws robot r on its room's map where it is — or, while
+  // its state is not current, where it was last seen, marked as such.
+  function updateMarker(r) {
+    const m = r.marker;
+    if (!m) return;
+    const st = r.state;
+    if (!st) { m.setAttribute('visibility', 'hidden'); return; }
+    m.removeAttribute('visibility');
+    const [x, y] = P(st.base.x, st.base.y);
+    m.setAttribute('transform', `translate(${x} ${y}) rotate(${-deg(st.base.theta)})`);
+    m.setAttribute('data-x', fmt(st.base.x, 3));
+    m.setAttribute('data-y', fmt(st.base.y, 3));
+    const n = robotNowOf(r);
+    const alarmed = robotAlarms(r, n).length > 0;
+    const cls = 'robot' + (n.current ? '' : ' stale') + (alarmed ? ' alarmed' : '');
+    if (m.getAttribute('class') !== cls) m.setAttribute('class', cls);
+    const label = n.current
+      ? `${r.id} at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°${alarmed ? ', alarmed' : ''}`
+      : `${r.id} last known at (${fmt(st.base.x)}, ${fmt(st.base.y)}) facing ${fmt(deg(st.base.theta), 0)}°, ${ageText(n.age)} ago (stale)`;
+    if (m.getAttribute('aria-label') !== label) {
+      m.setAttribute('aria-label', label);
+      m.firstChild.textContent = label;
+    }
+  }
+
+  // drawRoomRobots puts a marker on room's map for each of its robots the
+  // filter shows, and takes the others off.
+  function drawRoomRobots(room) {
+    const g = layerOf(room.view, 'layer-robot');
+    g.replaceChildren();
+    const radius = room.view.map.robot_radius || 0.3;
+    for (const id of room.robotIds) {
+      const r = model.robots.get(id);
+      if (!r) continue;
+      r.marker = null;
+      if (model.filter && model.filter !== id) continue;
+      const m = svg('g', { class: 'robot', role: 'img', 'data-robot-id': id });
+      m.append(svg('title', {}));
+      m.append(svg('circle', { class: 'robot-body', cx: 0, cy: 0, r: radius }));
+      m.append(svg('line', { class: 'robot-heading', x1: 0, y1: 0, x2: radius, y2: 0 }));
+      g.append(m);
+      r.marker = m;
+      updateMarker(r);
+    }
+  }
+
+  // scheduleRoom redraws room's paths and labels soon, at most four times
+  // a second: its robots' markers move on every event, their paths and
+  // labels follow a moment later.
+  let roomTimer = null;
+  function scheduleRoom(room) {
+    room.dirty = true;
+    if (!roomTimer) roomTimer = setTimeout(flushRooms, 250);
+  }
+
+  function flushRooms() {
+    roomTimer = null;
+    for (const room of model.rooms) {
+      if (!room.dirty) continue;
+      room.dirty = false;
+      if (room.fig.hidden) continue;
+      renderRoom(room);
+    }
+  }
+
+  function renderRoom(room) {
+    const v = room.view;
+    const inRoom = (id) => room.robotIds.includes(id);
+    const approvals = [...model.approvals.values()].filter((a) => inRoom(a.robot_id) && shownRobot(a));
+    const motions = [...model.motions.values()].filter((m) => inRoom(m.robot_id) && shownRobot(m));
+    renderTargetsOf(v, approvals, motions, (id) => { const r = model.robots.get(id); return r && r.state; });
+    // The robots' labels: alarmed robots first, at most MAX_ROBOT_LABELS;
+    // placed anew only once a robot has moved (a tenth of a metre).
+    const shown = room.robotIds.map((id) => model.robots.get(id)).filter((r) => r && r.state && r.marker);
+    const rank = (r) => (robotAlarms(r, robotNowOf(r)).length ? 0 : 1);
+    shown.sort((a, b) => rank(a) - rank(b) || a.order - b.order);
+    const labelled = shown.slice(0, MAX_ROBOT_LABELS);
+    v.unlabelledRobots = shown.length - labelled.length;
+    const radius = v.map.robot_radius || 0.3;
+    v.robotLabels = labelled.map((r) => ({ kind: 'robot', text: r.id, id: r.id, radius, at: P(r.state.base.x, r.state.base.y) }));
+    const sig = JSON.stringify([v.objectsShown, v.robotLabels.map((l) => [l.id, Math.round(l.at[0] * 10), Math.round(l.at[1] * 10)])]);
+    if (sig !== room.labelSig) {
+      room.labelSig = sig;
+      placeLabelsOf(v, v.objectLabels || [], v.robotLabels);
+    }
+    describeRoom(room, approvals, motions);
+  }
+
+  function describeRoom(room, approvals, motions) {
+    let live = 0; let stale = 0; let unknown = 0;
+    for (const id of room.robotIds) {
+      const r = model.robots.get(id);
+      if (!r || (model.filter && model.filter !== id)) continue;
+      if (!r.state) unknown++;
+      else if (robotNowOf(r).current) live++;
+      else stale++;
+    }
+    const who = model.filter ? `${model.filter}: ` : '';
+    const text = `Top-down map of ${room.name}. ${who}${plural(live, 'robot', 'robots')} live, ${stale} last known (stale), ${unknown} not yet seen. ` +
+      `${room.objects.length} objects shown, ${approvals.filter((a) => a.target).length} pending motion targets, ${motions.length} running motion targets.`;
+    if (room.view.desc.textContent !== text) room.view.desc.textContent = text;
+  }
+
+  function fleetObjects(s) {
+    const byName = new Map((s.rooms || []).map((rm) => [rm.name, rm]));
+    for (const room of model.rooms) {
+      const rm = byName.get(room.name);
+      if (!rm) continue;
+      room.objects = rm.objects || [];
+      room.objectsOutside = rm.objects_outside || 0;
+      renderObjectsOf(room.view, room.objects, room.objectsOutside);
+    }
   }
 
   boot();
