@@ -31,6 +31,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 	"github.com/robot-bridge/robot-bridge/toolerr"
+	"github.com/robot-bridge/robot-bridge/transport/mqtt"
 )
 
 // Conf configures a Bridge.
@@ -78,20 +79,22 @@ type Bridge struct {
 	log   *slog.Logger
 	clock clockwork.Clock
 
-	tokens    toolapi.Tokens
-	reg       *prometheus.Registry
-	sim       *sim.Sim // nil unless transport is sim
-	drv       driver
-	sup       *safety.Supervisor
+	tokens toolapi.Tokens
+	reg    *prometheus.Registry
+	// robots are the robots' safety stacks in config order (one unless
+	// the config is a fleet); byID finds one. Both are fixed by New.
+	robots    []*robotStack
+	byID      map[string]*robotStack
 	approvals *approval.Service
 	// escalations is the operator hand-off.
 	escalations *escalation.Service
-	perception  *perception.Summarizer
-	runner      *actions.Runner
-	api         *toolapi.Server
-	handler     http.Handler
-	bus         *events.Bus
-	dur         *durable // the store and the metrics (store.go)
+	// embedded is the MQTT broker the bridge runs itself, nil unless the
+	// transport is MQTT without a broker URL.
+	embedded *mqtt.Broker
+	api      *toolapi.Server
+	handler  http.Handler
+	bus      *events.Bus
+	dur      *durable // the store and the metrics (store.go)
 
 	// td holds the release of everything New and Start acquired, run
 	// last-acquired first by Stop, by a failed Start and by a failed New.
@@ -218,66 +221,70 @@ func New(conf Conf) (_ *Bridge, err error) {
 	b.reg = prometheus.NewRegistry()
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	if b.drv, err = b.newDriver(cfg); err != nil {
+	cfgs, err := cfg.Robots()
+	if err != nil {
+		return nil, fmt.Errorf("bridge: fleet: %w", err)
+	}
+	b.byID = make(map[string]*robotStack, len(cfgs))
+	for _, rc := range cfgs {
+		s := &robotStack{id: rc.Robot.ID, cfg: rc}
+		b.robots = append(b.robots, s)
+		b.byID[s.id] = s
+	}
+	// The robot links are the first thing acquired, so their release —
+	// each driver's final stop and close — is the last of every
+	// teardown. It closes a driver that never started without touching
+	// the robot.
+	if err := b.newDrivers(); err != nil {
 		return nil, err
 	}
-	// The robot link is the first thing acquired, so its release — the
-	// driver's final stop and close — is the last of every teardown. It
-	// closes a driver that never started without touching the robot.
-	b.td.add("robot link", func(context.Context) error { return b.drv.Close() })
-
-	b.perception, err = perception.New(perception.Conf{Config: cfg, Clock: conf.Clock, Logger: conf.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("bridge: perception: %w", err)
+	for _, s := range b.robots {
+		if s.perception, err = perception.New(perception.Conf{Config: s.cfg, Clock: conf.Clock, Logger: robotLogger(conf.Logger, s, b.fleet())}); err != nil {
+			return nil, fmt.Errorf("bridge: perception of %s: %w", s.id, err)
+		}
 	}
 	if err := b.openDurable(); err != nil {
 		return nil, err
 	}
 	b.td.add("store", b.closeDurable)
+	robots := make([]approval.Robot, len(b.robots))
+	for i, s := range b.robots {
+		robots[i] = approval.Robot{ID: s.id, Config: s.cfg, Objects: s.perception, Latched: func() error { return s.sup.RefuseLatched() }}
+	}
 	b.approvals, err = approval.New(approval.Conf{
-		Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Objects: b.perception, Store: b.dur.approvals(),
+		Config: cfg, Clock: conf.Clock, Logger: conf.Logger, Store: b.dur.approvals(), Robots: robots,
 		// A grant that ends (revoked, deleted, run out) stops the motion
 		// running on it at once, and nothing is filed or approved while a
 		// latch is set. Both run only once the bridge is up, long after
-		// b.sup is set below.
+		// each robot's supervisor is set below.
 		GrantEnded: func(g approval.GrantEnd) {
-			b.sup.GrantEnded(context.Background(), g.GrantID, g.By, g.Reason, g.Expired)
+			if s, ok := b.robot(g.RobotID); ok {
+				s.sup.GrantEnded(context.Background(), g.GrantID, g.By, g.Reason, g.Expired)
+				return
+			}
+			// A grant of no robot this bridge serves cannot be running
+			// here; every supervisor is told, which ends nothing that is
+			// not on that grant.
+			for _, s := range b.robots {
+				s.sup.GrantEnded(context.Background(), g.GrantID, g.By, g.Reason, g.Expired)
+			}
 		},
-		Latched: func() error { return b.sup.RefuseLatched() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: approvals: %w", err)
 	}
-	b.sup, err = safety.New(safety.Conf{
-		Config: cfg, Driver: b.drv, Grants: b.approvals, Clock: conf.Clock, Logger: conf.Logger,
-		Observer: safety.ObserverFunc(func(e safety.Event) {
-			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
-			b.dur.SafetyEvent(e)
-			b.faultEscalation(e)
-		}),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bridge: supervisor: %w", err)
-	}
-	b.runner, err = actions.NewRunner(actions.RunnerConf{
-		Config: cfg, Supervisor: b.sup, Approver: b.approvals, Objects: b.perception,
-		Clock: conf.Clock, Logger: conf.Logger,
-		Observer: actions.ObserverFunc(func(v actions.TaskView) { b.bus.Publish(events.TypeTask, v.UpdatedAt, v); b.dur.TaskChanged(v) }),
-		Recorder: b.dur.st,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bridge: runner: %w", err)
+	for _, s := range b.robots {
+		if err := b.newSafetyStack(s); err != nil {
+			return nil, err
+		}
 	}
 	if b.escalations, err = b.newEscalations(context.Background()); err != nil {
 		return nil, err
 	}
 	b.api, err = toolapi.New(toolapi.Conf{
 		HWConfig:    cfg,
-		Tasks:       b.dur.tasks(b.runner),
+		Fleet:       newAPIFleet(b.apiRobots()),
 		Idempotency: b.dur.st,
-		Robot:       robotSource{b.sup, b.drv},
-		Scene:       sceneSource{b.perception},
-		Safety:      safetySource{b.sup},
 		Tokens:      tokens,
 		Ready:       b.readyDurable,
 		Clock:       conf.Clock,
@@ -305,10 +312,11 @@ func (b *Bridge) mountRoutes() {
 	b.api.Mount("POST /v1/estop/reset", http.HandlerFunc(b.handleEStopReset), toolapi.RoleOperator)
 	b.api.Mount("POST /v1/faults/clear", http.HandlerFunc(b.handleFaultClear), toolapi.RoleOperator)
 	b.api.Mount("GET /v1/safety", http.HandlerFunc(b.handleSafety), toolapi.RoleAgent)
-	if b.sim != nil {
+	b.api.Mount("GET /v1/robots", http.HandlerFunc(b.handleRobots), toolapi.RoleAgent)
+	if b.first().sim != nil {
 		// Fault injection moves the world, not the robot's commands, but
 		// it is still an operator's tool, never an agent's.
-		b.api.Mount("/v1/sim/", sim.NewHTTPHandler(b.sim, b.conf.Logger), toolapi.RoleOperator)
+		b.mountSim()
 	}
 	b.api.Mount("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}), toolapi.RolePublic)
 	b.mountPause()
@@ -353,15 +361,9 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 	// The driver and the supervisor run until their own release; only the
 	// background goroutines below end with runCtx.
 	long := context.WithoutCancel(ctx)
-	if err := b.drv.Start(long); err != nil {
-		return fmt.Errorf("bridge: robot link: %w", err)
+	if err := b.startRobots(long); err != nil {
+		return err
 	}
-	if err := b.sup.Start(long); err != nil {
-		return fmt.Errorf("bridge: supervisor: %w", err)
-	}
-	// The supervisor's Close commands a stop; it runs after the runner has
-	// ended the live tasks and before the store closes.
-	b.td.add("supervisor", func(context.Context) error { return b.sup.Close() })
 	// Restart recovery: latches restored, a stop sent, the store settled,
 	// all before the listener opens.
 	if err := b.recoverDurable(long); err != nil {
@@ -373,16 +375,21 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 		b.bg.Wait()
 		return nil
 	})
-	states, unsubscribe := b.drv.Subscribe()
-	b.bg.Go(func() {
-		defer unsubscribe()
-		b.perception.Run(runCtx, states)
-	})
+	for _, s := range b.robots {
+		states, unsubscribe := s.drv.Subscribe()
+		b.bg.Go(func() {
+			defer unsubscribe()
+			s.perception.Run(runCtx, states)
+		})
+	}
 	b.forwardEvents(runCtx)
 	// Pending approvals are cancelled, then live tasks end, both while the
-	// supervisor still watches the robot (their releases run before its).
+	// supervisors still watch the robots (their releases run before
+	// theirs).
 	b.td.add("approvals", func(context.Context) error { return b.approvals.Close() })
-	b.td.add("runner", b.runner.Close)
+	b.td.add("runners", func(context.Context) error {
+		return eachRobot(b.robots, func(s *robotStack) error { return s.runner.Close(context.Background()) })
+	})
 	ln := b.conf.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", b.conf.Listen); err != nil {
@@ -409,7 +416,11 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 		<-done
 		return err
 	})
-	b.log.Info("bridge started", "addr", ln.Addr().String(), "robot", b.conf.Config.Robot.ID)
+	if b.fleet() {
+		b.log.Info("bridge started", "addr", ln.Addr().String(), "robots", len(b.robots), "first_robot", b.first().id)
+	} else {
+		b.log.Info("bridge started", "addr", ln.Addr().String(), "robot", b.first().id)
+	}
 	return nil
 }
 
@@ -446,31 +457,57 @@ func (b *Bridge) Stop(ctx context.Context) error {
 	return b.td.run(ctx)
 }
 
-// ready is GET /readyz: the robot link is up and the supervisor has state.
+// ready is GET /readyz: every robot's link is up and its supervisor has
+// state. A fleet with one robot down is not ready: the API would refuse
+// that robot's motions, and a load balancer must not count it whole.
 func (b *Bridge) ready(context.Context) error {
-	if !b.drv.LinkUp() {
-		return errors.New("robot link down")
+	var down, nostate, unsup []string
+	for _, s := range b.robots {
+		switch {
+		case !s.drv.LinkUp():
+			down = append(down, s.id)
+		case !haveState(s.drv):
+			nostate = append(nostate, s.id)
+		case !s.sup.Status().HaveState:
+			// The driver holds a state before the supervisor has taken
+			// it in; until it has, every motion is refused UNAVAILABLE,
+			// so the bridge is not ready yet.
+			unsup = append(unsup, s.id)
+		}
 	}
-	if _, ok := b.drv.Latest(); !ok {
-		return errors.New("no robot state received yet")
+	name := func(ids []string) string {
+		if !b.fleet() {
+			return ""
+		}
+		if len(ids) > maxListedIDs {
+			return fmt.Sprintf(" (%d robots: %v …)", len(ids), ids[:maxListedIDs])
+		}
+		return fmt.Sprintf(" (%v)", ids)
 	}
-	// The driver holds a state before the supervisor has taken it in;
-	// until it has, every motion is refused UNAVAILABLE, so the bridge is
-	// not ready yet.
-	if !b.sup.Status().HaveState {
-		return errors.New("the safety supervisor has no robot state yet")
+	switch {
+	case len(down) > 0:
+		return fmt.Errorf("robot link down%s", name(down))
+	case len(nostate) > 0:
+		return fmt.Errorf("no robot state received yet%s", name(nostate))
+	case len(unsup) > 0:
+		return fmt.Errorf("the safety supervisor has no robot state yet%s", name(unsup))
 	}
 	return nil
+}
+
+func haveState(d driver) bool {
+	_, ok := d.Latest()
+	return ok
 }
 
 // forwardEvents publishes approval events and robot state (at most
 // stateEventHz) on the bus until ctx ends.
 func (b *Bridge) forwardEvents(ctx context.Context) {
 	aev, stopA := b.approvals.Subscribe()
-	b.bg.Add(2)
-	go func() {
-		defer b.bg.Done()
-		defer stopA()
+	b.bg.Go(func() {
+		// stopA changes on a resubscribe; the deferred call reads it at
+		// the end.
+		defer func() { stopA() }()
 		for {
 			select {
 			case <-ctx.Done():
@@ -484,37 +521,45 @@ func (b *Bridge) forwardEvents(ctx context.Context) {
 				b.bus.Publish(events.TypeApproval, e.Time, e)
 			}
 		}
-	}()
-	states, stopS := b.drv.Subscribe()
-	go func() {
-		defer b.bg.Done()
-		defer stopS()
-		// State events say "stopped" or "moving" only of a current
-		// state; a robot gone silent is shown stale, a lost link down.
-		console.RobotFeed{Bus: b.bus, States: states, Observe: b.observeRobot, Clock: b.clock, MaxRate: stateEventHz}.Run(ctx)
-	}()
-}
-
-// stateEventHz caps robot state events on the bus: enough for a live map,
-// little enough for a tablet on Wi-Fi.
-const stateEventHz = 10
-
-// observeRobot is the robot now, for the console and the event stream:
-// the supervisor's newest state with its receive time, the link, and the
-// state timeout past which that state is stale.
-func (b *Bridge) observeRobot() robot.Observation {
-	st, at, ok := b.sup.Latest()
-	return robot.Observation{
-		State: st, Have: ok, ReceivedAt: at, Now: b.clock.Now(), LinkUp: b.drv.LinkUp(),
-		// Zero (a hand-built config) is robot.DefaultStaleAfter, as it
-		// is the supervisor's default.
-		StaleAfter: b.conf.Config.Safety.StateTimeout.D(),
+	})
+	hz := stateEventRate(len(b.robots))
+	for _, s := range b.robots {
+		states, stopS := s.drv.Subscribe()
+		b.bg.Go(func() {
+			defer stopS()
+			// State events say "stopped" or "moving" only of a current
+			// state; a robot gone silent is shown stale, a lost link down.
+			console.RobotFeed{
+				Bus: b.bus, States: states, Observe: func() robot.Observation { return s.observe(b.clock.Now()) },
+				Clock: b.clock, MaxRate: hz, RobotID: s.id,
+			}.Run(ctx)
+		})
 	}
 }
 
+// stateEventHz caps one robot's state events on the bus: enough for a
+// live map, little enough for a tablet on Wi-Fi.
+const stateEventHz = 10
+
+// fleetStateEventsHz caps a fleet's state events on the bus altogether;
+// each robot gets its share, but never less than minStateEventHz.
+const (
+	fleetStateEventsHz = 200
+	minStateEventHz    = 0.5
+)
+
+// stateEventRate is one robot's state event rate in a fleet of n.
+func stateEventRate(n int) float64 {
+	return max(minStateEventHz, min(stateEventHz, fleetStateEventsHz/float64(max(n, 1))))
+}
+
+// observeRobot is the first robot now (the only one unless the bridge
+// serves a fleet).
+func (b *Bridge) observeRobot() robot.Observation { return b.first().observe(b.clock.Now()) }
+
 // safetyEventData is the JSON form of a safety event (its error as text).
 func safetyEventData(e safety.Event) map[string]any {
-	m := map[string]any{"kind": e.Kind, "at": e.At, "text": e.String()}
+	m := map[string]any{"kind": e.Kind, "at": e.At, "text": e.String(), "robot_id": e.RobotID}
 	if e.TaskID != "" {
 		m["task_id"] = e.TaskID
 	}
@@ -556,17 +601,44 @@ func (b *Bridge) grantCover(id string) (toolapi.GrantCover, bool) {
 // Tokens returns the API tokens (for tests and the console).
 func (b *Bridge) Tokens() toolapi.Tokens { return b.tokens }
 
-// Sim returns the in-process simulator, nil for other transports.
-func (b *Bridge) Sim() *sim.Sim { return b.sim }
+// Sim returns the first robot's in-process simulator, nil for other
+// transports; Robot(id).Sim() names another robot's.
+func (b *Bridge) Sim() *sim.Sim { return b.first().sim }
 
-// Supervisor returns the safety supervisor.
-func (b *Bridge) Supervisor() *safety.Supervisor { return b.sup }
+// Supervisor returns the first robot's safety supervisor.
+func (b *Bridge) Supervisor() *safety.Supervisor { return b.first().sup }
 
-// Approvals returns the approval service.
+// Approvals returns the approval service (every robot's).
 func (b *Bridge) Approvals() *approval.Service { return b.approvals }
 
-// Runner returns the action runner.
-func (b *Bridge) Runner() *actions.Runner { return b.runner }
+// Runner returns the first robot's action runner.
+func (b *Bridge) Runner() *actions.Runner { return b.first().runner }
+
+// Robot is one robot of the bridge as tests and tools see it.
+type Robot struct{ s *robotStack }
+
+// Robot returns robot id's parts, false for a robot the bridge does not
+// serve.
+func (b *Bridge) Robot(id string) (Robot, bool) {
+	s, ok := b.robot(id)
+	return Robot{s}, ok
+}
+
+// ID is the robot's id.
+func (r Robot) ID() string { return r.s.id }
+
+// Config is the robot's own config (the fleet template with its
+// overrides).
+func (r Robot) Config() *hwconfig.Config { return r.s.cfg }
+
+// Sim is the robot's in-process simulator, nil for other transports.
+func (r Robot) Sim() *sim.Sim { return r.s.sim }
+
+// Supervisor is the robot's safety supervisor.
+func (r Robot) Supervisor() *safety.Supervisor { return r.s.sup }
+
+// Runner is the robot's action runner.
+func (r Robot) Runner() *actions.Runner { return r.s.runner }
 
 // Handler returns the HTTP handler (API, operator routes, metrics).
 func (b *Bridge) Handler() http.Handler { return b.handler }

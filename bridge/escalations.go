@@ -48,13 +48,14 @@ func (b *Bridge) faultEscalation(e safety.Event) {
 	if e.Kind != safety.EventFaultLatched || e.TaskID == "" {
 		return
 	}
-	if b.runner == nil || b.api == nil {
+	s, ok := b.robot(e.RobotID)
+	if !ok || s.runner == nil || b.api == nil {
 		return
 	}
 	// The task is read off the observer's goroutine too: the supervisor
 	// may emit while the runner holds the task's lock.
 	b.bg.Go(func() {
-		v, err := b.runner.Get(e.TaskID)
+		v, err := s.runner.Get(e.TaskID)
 		if err != nil || v.Principal == "" || v.Principal == "operator" {
 			return
 		}

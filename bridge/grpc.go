@@ -12,6 +12,7 @@ import (
 	"github.com/robot-bridge/robot-bridge/gen/robotbridge/v1/robotbridgev1connect"
 	"github.com/robot-bridge/robot-bridge/grpcapi"
 	"github.com/robot-bridge/robot-bridge/toolapi"
+	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 // mountGRPC serves the gRPC side of the bridge on the API's own listener,
@@ -33,7 +34,7 @@ import (
 // guess at; health and reflection need no token, like GET /healthz.
 func (b *Bridge) mountGRPC() {
 	tools, err := grpcapi.New(grpcapi.Conf{
-		Tools: b.api, Auth: b.tokens, Tasks: b.dur.tasks(b.runner), Events: b.bus, Logger: b.conf.Logger,
+		Tools: b.api, Auth: b.tokens, Tasks: fleetTasks{b}, Events: b.bus, Logger: b.conf.Logger,
 	})
 	if err != nil {
 		// Every required field is set here: a failure is a wiring bug,
@@ -41,7 +42,7 @@ func (b *Bridge) mountGRPC() {
 		panic(fmt.Sprintf("bridge: gRPC tool service: %v", err))
 	}
 	operator, err := grpcapi.NewOperator(grpcapi.OperatorConf{
-		Approvals: b.approvals, Latches: grpcLatches{b}, Tasks: b.runner, Events: b.bus,
+		Approvals: b.approvals, Latches: grpcLatches{b}, Tasks: fleetTasks{b}, Events: b.bus,
 		Snapshot: b.consoleSnapshot, Transform: consoleEventData,
 		Auth: b.tokens, Logger: b.conf.Logger, Now: b.clock.Now,
 	})
@@ -94,41 +95,58 @@ func (b *Bridge) operatorReady(ctx context.Context) error {
 }
 
 // grpcLatches is the OperatorService's e-stop and fault latch: the same
-// code as POST /v1/estop, /v1/estop/reset and /v1/faults/clear.
+// code as POST /v1/estop, /v1/estop/reset and /v1/faults/clear. grpcapi
+// has checked the robot id already: a robot this bridge serves, or "*".
 type grpcLatches struct{ b *Bridge }
 
 var _ grpcapi.Latches = grpcLatches{}
 
-// EStop implements grpcapi.Latches.
-func (l grpcLatches) EStop(ctx context.Context, by, reason string) grpcapi.LatchResult {
-	return l.result(l.b.pressEStop(ctx, by, reason))
+// PressEStop implements grpcapi.Latches.
+func (l grpcLatches) PressEStop(ctx context.Context, id, by, reason string) []grpcapi.LatchResult {
+	ss, te := l.b.targets(id, true)
+	if te != nil {
+		// An e-stop nobody can place stops every robot.
+		ss = l.b.robots
+	}
+	return l.results(l.b.pressEStop(ctx, ss, by, reason))
 }
 
 // ResetEStop implements grpcapi.Latches.
-func (l grpcLatches) ResetEStop(ctx context.Context, by string) (grpcapi.LatchResult, error) {
-	c, err := l.b.resetEStop(ctx, by)
-	if err != nil {
-		return grpcapi.LatchResult{}, err
-	}
-	return l.result(c), nil
+func (l grpcLatches) ResetEStop(ctx context.Context, id, by string) ([]grpcapi.LatchResult, []grpcapi.LatchRefusal) {
+	return l.change(ctx, id, by, l.b.resetEStop)
 }
 
 // ClearFault implements grpcapi.Latches.
-func (l grpcLatches) ClearFault(ctx context.Context, by string) (grpcapi.LatchResult, error) {
-	c, err := l.b.clearFault(ctx, by)
-	if err != nil {
-		return grpcapi.LatchResult{}, err
-	}
-	return l.result(c), nil
+func (l grpcLatches) ClearFault(ctx context.Context, id, by string) ([]grpcapi.LatchResult, []grpcapi.LatchRefusal) {
+	return l.change(ctx, id, by, l.b.clearFault)
 }
 
-func (grpcLatches) result(c latchChange) grpcapi.LatchResult {
-	r := grpcapi.LatchResult{Status: c.st, Text: c.text, StopWarning: c.stopWarning}
-	if c.notRecorded != nil {
-		// Only a real error: a nil *toolerr.Error would be a non-nil error.
-		r.NotRecorded = c.notRecorded
+func (l grpcLatches) change(ctx context.Context, id, by string,
+	fn func(context.Context, []*robotStack, string) ([]latchChange, []latchRefusal),
+) ([]grpcapi.LatchResult, []grpcapi.LatchRefusal) {
+	ss, te := l.b.targets(id, false)
+	if te != nil {
+		return nil, []grpcapi.LatchRefusal{{RobotID: id, Err: te}}
 	}
-	return r
+	cs, refused := fn(ctx, ss, by)
+	out := make([]grpcapi.LatchRefusal, len(refused))
+	for i, r := range refused {
+		out[i] = grpcapi.LatchRefusal{RobotID: r.robot, Err: toolerr.As(r.err)}
+	}
+	return l.results(cs), out
+}
+
+func (grpcLatches) results(cs []latchChange) []grpcapi.LatchResult {
+	out := make([]grpcapi.LatchResult, len(cs))
+	for i, c := range cs {
+		r := grpcapi.LatchResult{Status: c.st, Text: c.text, StopWarning: c.stopWarning}
+		if c.notRecorded != nil {
+			// Only a real error: a nil *toolerr.Error would be a non-nil error.
+			r.NotRecorded = c.notRecorded
+		}
+		out[i] = r
+	}
+	return out
 }
 
 // serverProtocols are the protocols the API's http.Server speaks: HTTP/1.1

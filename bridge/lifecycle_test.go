@@ -87,7 +87,7 @@ func TestStart_FailedStartReleasesDriverSupervisorAndStore(t *testing.T) {
 	require.ErrorContains(t, err, "listen on "+taken.Addr().String())
 
 	// Then the robot link is closed (the simulator's loop no longer runs)
-	require.False(t, b.drv.LinkUp(), "the failed Start left the robot link up")
+	require.False(t, b.first().drv.LinkUp(), "the failed Start left the robot link up")
 	// And Stop has nothing left to do, and a retry is refused
 	stopNow(t, b)
 	require.ErrorContains(t, b.Start(context.Background()), "stopped")

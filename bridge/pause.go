@@ -102,7 +102,7 @@ func (b *Bridge) handlePause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	by := principalName(r)
-	v, err := b.runner.Pause(r.Context(), r.PathValue("id"), by, reason)
+	v, err := fleetTasks{b}.Pause(r.Context(), r.PathValue("id"), by, reason)
 	writeTaskAnswer(w, v, v.Text, err)
 }
 
@@ -116,7 +116,7 @@ func (b *Bridge) handleResume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, toolerr.New(toolerr.InvalidParams, "resume takes no reason; send an empty body or {}").With("field", "reason"))
 		return
 	}
-	v, err := b.runner.Resume(r.Context(), r.PathValue("id"), principalName(r))
+	v, err := fleetTasks{b}.Resume(r.Context(), r.PathValue("id"), principalName(r))
 	writeTaskAnswer(w, v, v.Text, err)
 }
 
@@ -126,6 +126,6 @@ func (b *Bridge) handleAbort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, te)
 		return
 	}
-	v, err := b.runner.Abort(r.Context(), r.PathValue("id"), principalName(r), reason)
+	v, err := fleetTasks{b}.Abort(r.Context(), r.PathValue("id"), principalName(r), reason)
 	writeTaskAnswer(w, v, v.Text, err)
 }

@@ -120,7 +120,7 @@ func (b *Bridge) storeEngine() (store.Driver, string, error) {
 // start on an empty store that has forgotten a latched fault.
 func (b *Bridge) openDurable() error {
 	m := metrics.New(b.reg)
-	m.WatchLink(b.drv.LinkUp)
+	m.WatchFleet(b.metricRobots(), b.conf.Config.MetricsRobotSeries())
 	reg, err := toolapi.NewRegistry(b.conf.Config)
 	if err != nil {
 		return fmt.Errorf("bridge: tool registry: %w", err)
@@ -178,21 +178,38 @@ func (a approvalStore) SaveGrant(ctx context.Context, g approval.Grant) error {
 	return a.st.SaveGrant(ctx, g)
 }
 
-// durableTasks is the runner as the tool API sees it, with a memory: a
-// task the runner does not know — from before a restart, or pruned — is
-// answered from the store, which reports a task the restart found live as
-// interrupted. Everything else is the runner's.
+// durableTasks is one robot's runner as the tool API sees it, with a
+// memory: a task the runner does not know — from before a restart, or
+// pruned — is answered from the store, which reports a task the restart
+// found live as interrupted. A stored task of another robot is not this
+// robot's (NOT_FOUND, as the runner says). Everything else is the
+// runner's.
 type durableTasks struct {
 	*actions.Runner
-	st *store.Store
+	st    *store.Store
+	robot string
+	// legacy is true for the bridge's only robot: tasks stored by a
+	// bridge that did not yet name its robot are its.
+	legacy bool
 }
 
-// tasks wraps the runner for the tool API.
-func (d *durable) tasks(r *actions.Runner) durableTasks { return durableTasks{Runner: r, st: d.st} }
+// tasks wraps robot s's runner for the tool API.
+func (d *durable) tasks(s *robotStack, legacy bool) durableTasks {
+	return durableTasks{Runner: s.runner, st: d.st, robot: s.id, legacy: legacy}
+}
 
 func isNotFound(err error) bool {
 	var te *toolerr.Error
 	return errors.As(err, &te) && te.Type == toolerr.NotFound
+}
+
+// stored returns task id from the store when it is this robot's.
+func (t durableTasks) stored(ctx context.Context, id string) (actions.TaskView, bool) {
+	sv, err := t.st.Task(ctx, id)
+	if err != nil || !(sv.RobotID == t.robot || (sv.RobotID == "" && t.legacy)) {
+		return actions.TaskView{}, false
+	}
+	return sv, true
 }
 
 // Get implements toolapi.Tasks.
@@ -201,7 +218,7 @@ func (t durableTasks) Get(id string) (actions.TaskView, error) {
 	if err == nil || !isNotFound(err) {
 		return v, err
 	}
-	if sv, serr := t.st.Task(context.Background(), id); serr == nil {
+	if sv, ok := t.stored(context.Background(), id); ok {
 		return sv, nil
 	}
 	return v, err
@@ -214,7 +231,7 @@ func (t durableTasks) Wait(ctx context.Context, id string, max time.Duration) (a
 	if err == nil || !isNotFound(err) {
 		return v, err
 	}
-	if sv, serr := t.st.Task(ctx, id); serr == nil {
+	if sv, ok := t.stored(ctx, id); ok {
 		return sv, nil
 	}
 	return v, err
@@ -227,7 +244,7 @@ func (t durableTasks) Cancel(ctx context.Context, id, by string) (actions.TaskVi
 	if err == nil || !isNotFound(err) {
 		return v, err
 	}
-	if sv, serr := t.st.Task(ctx, id); serr == nil {
+	if sv, ok := t.stored(ctx, id); ok {
 		return sv, nil
 	}
 	return v, err
@@ -262,11 +279,13 @@ const CrashFaultReason = "the bridge restarted after an unclean shutdown"
 // audits the restart. Only then may the listener open.
 func (b *Bridge) recoverDurable(ctx context.Context) error {
 	d := b.dur
-	estop, fault, err := d.st.Latches(ctx)
-	if err != nil {
-		return fmt.Errorf("bridge: read latches: %w", err)
+	for _, s := range b.robots {
+		estop, fault, err := d.st.Latches(ctx, s.id)
+		if err != nil {
+			return fmt.Errorf("bridge: read latches of %s: %w", s.id, err)
+		}
+		s.sup.RestoreLatches(estop, fault)
 	}
-	b.sup.RestoreLatches(estop, fault)
 	var crash *safety.FaultStatus
 	if info := d.st.Info(); !info.Fresh && !info.CleanShutdown {
 		switch b.conf.Config.Safety.AfterCrash.Policy() {
@@ -276,19 +295,34 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 		default:
 			crash = &safety.FaultStatus{Latched: true, Reason: CrashFaultReason, Since: b.clock.Now()}
 			// Latched before the stop and long before the API opens; a
-			// fault latched already keeps its own cause.
-			b.sup.RestoreLatches(safety.EStopStatus{}, *crash)
+			// fault latched already keeps its own cause. Every robot:
+			// nobody knows which of them was moving when the bridge died.
+			for _, s := range b.robots {
+				s.sup.RestoreLatches(safety.EStopStatus{}, *crash)
+			}
 		}
 	}
-	stopErr := b.sup.Stop(ctx, "bridge", "bridge start: the robot is stopped before the API opens")
+	stopErr := eachRobot(b.robots, func(s *robotStack) error {
+		if err := s.sup.Stop(ctx, "bridge", "bridge start: the robot is stopped before the API opens"); err != nil {
+			if b.fleet() {
+				return fmt.Errorf("%s: %w", s.id, err)
+			}
+			return err
+		}
+		return nil
+	})
 	if stopErr != nil {
 		// The robot's own watchdog stops it when commands stop arriving
 		// (invariant 9); the bridge still must not lose its records.
 		b.log.Warn("stop at start not delivered", "err", stopErr)
 	}
+	details := map[string]any{"robot": b.first().id, "transport": string(b.conf.Config.Transport.Kind)}
+	if b.fleet() {
+		details["robots"] = len(b.robots)
+	}
 	rep, err := d.st.Recover(ctx, store.RecoverInput{
-		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr, CrashFault: crash,
-		Details: map[string]any{"robot": b.conf.Config.Robot.ID, "transport": string(b.conf.Config.Transport.Kind)},
+		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr, CrashFault: crash, Robots: b.RobotIDs(),
+		Details: details,
 	})
 	if err != nil {
 		return fmt.Errorf("bridge: restart recovery: %w", err)
@@ -296,9 +330,11 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 	if crash != nil {
 		// Recorded with the restart; the bus and the metrics learn of it
 		// like of any fault.
-		e := safety.Event{Kind: safety.EventFaultLatched, At: crash.Since, By: "bridge", Reason: crash.Reason}
-		d.m.SafetyEvent(e)
-		b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
+		for _, s := range b.robots {
+			e := safety.Event{Kind: safety.EventFaultLatched, At: crash.Since, RobotID: s.id, By: "bridge", Reason: crash.Reason}
+			d.m.SafetyEvent(e)
+			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
+		}
 		b.log.Warn("the previous run did not shut down cleanly: fault latched; an operator must clear it", "reason", crash.Reason)
 	}
 	d.mu.Lock()
@@ -334,7 +370,7 @@ func (b *Bridge) closeDurable(ctx context.Context) error {
 	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{
 		Type: store.AuditBridgeStop, Actor: "bridge",
 		Summary: "bridge shut down cleanly",
-	}, map[string]any{"robot": b.conf.Config.Robot.ID}); err != nil {
+	}, map[string]any{"robot": b.first().id, "robots": len(b.robots)}); err != nil {
 		b.log.Error("shutdown not audited", "err", err)
 	}
 	return b.dur.st.Close()

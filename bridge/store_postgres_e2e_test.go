@@ -137,7 +137,7 @@ func TestStorePostgres_OutageIsUnavailableAndNothingMovesThenCallsWorkAgain(t *t
 	// Then the e-stop reaches the database by the store's own retry, and
 	// the bridge is ready again
 	require.Eventually(t, func() bool {
-		es, _, err := b.Store().Latches(context.Background())
+		es, _, err := b.Store().Latches(context.Background(), b.RobotIDs()[0])
 		return err == nil && es.Active && es.Reason == "outage drill"
 	}, 30*time.Second, 20*time.Millisecond)
 	h.waitReady()

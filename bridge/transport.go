@@ -1,8 +1,10 @@
 package bridge
 
 import (
-	"errors"
+	"context"
 	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
@@ -11,71 +13,80 @@ import (
 	"github.com/robot-bridge/robot-bridge/transport/ros"
 )
 
-// newDriver builds the transport the config names. Only the supervisor
-// receives the driver it returns.
-func (b *Bridge) newDriver(cfg *hwconfig.Config) (driver, error) {
+// newDrivers builds every robot's link, as the config's transport says,
+// and registers each one's release right after building it. Only the
+// robot's supervisor receives its driver.
+func (b *Bridge) newDrivers() error {
+	cfg := b.conf.Config
 	switch cfg.Transport.Kind {
 	case hwconfig.TransportSim:
-		s, err := sim.New(cfg, sim.WithEpoch(b.clock.Now()))
-		if err != nil {
-			return nil, fmt.Errorf("bridge: simulator: %w", err)
+		for _, s := range b.robots {
+			sm, err := sim.New(s.cfg, sim.WithEpoch(b.clock.Now()))
+			if err != nil {
+				return fmt.Errorf("bridge: simulator of %s: %w", s.id, err)
+			}
+			s.sim = sm
+			b.setDriver(s, inproc.New(sm, inproc.Conf{Clock: b.clock, Logger: robotLogger(b.conf.Logger, s, b.fleet())}))
 		}
-		b.sim = s
-		return inproc.New(s, inproc.Conf{Clock: b.clock, Logger: b.conf.Logger}), nil
+		return nil
 	case hwconfig.TransportROS:
 		// The master comes from transport.ros.master_uri or, as for every
-		// ROS tool, ROS_MASTER_URI.
-		d, err := ros.New(ros.Conf{Config: cfg, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger})
+		// ROS tool, ROS_MASTER_URI. A ROS config is one robot (a fleet
+		// over ROS is refused when the config is loaded).
+		s := b.first()
+		d, err := ros.New(ros.Conf{Config: s.cfg, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger})
 		if err != nil {
-			return nil, fmt.Errorf("bridge: %w", err)
+			return fmt.Errorf("bridge: %w", err)
 		}
-		return d, nil
+		b.setDriver(s, d)
+		return nil
 	case hwconfig.TransportMQTT:
-		m := cfg.Clone()
-		m.ApplyDefaults()
-		if m.Transport.MQTT.Broker != "" {
-			d, err := mqtt.New(mqtt.Conf{Config: cfg, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
-			if err != nil {
-				return nil, fmt.Errorf("bridge: %w", err)
-			}
-			return d, nil
-		}
-		// No broker URL: the bridge runs an embedded broker on loopback
-		// for the robot to connect to, acquired here with the link and
-		// released after it.
+		return b.newMQTTDrivers()
+	}
+	return fmt.Errorf("bridge: transport.kind %q is not supported by this build (allowed: sim, ros, mqtt)", cfg.Transport.Kind)
+}
+
+// setDriver gives robot s its link and registers the link's release.
+func (b *Bridge) setDriver(s *robotStack, d driver) {
+	s.drv = d
+	b.td.add("robot link "+s.id, func(context.Context) error { return d.Close() })
+}
+
+// newMQTTDrivers builds the robots' MQTT links: to the configured broker,
+// or to an embedded broker the bridge runs on loopback when the config
+// names none (acquired first, so released after every link).
+func (b *Bridge) newMQTTDrivers() error {
+	m := b.conf.Config.Clone()
+	m.ApplyDefaults()
+	broker := m.Transport.MQTT.Broker
+	if broker == "" {
 		br, err := mqtt.StartBroker(m.Transport.MQTT.Listen, b.conf.Logger)
 		if err != nil {
-			return nil, fmt.Errorf("bridge: %w", err)
+			return fmt.Errorf("bridge: %w", err)
 		}
-		d, err := mqtt.New(mqtt.Conf{Config: cfg, Broker: br.URL(), Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
+		b.embedded = br
+		b.td.add("embedded MQTT broker", func(context.Context) error { return br.Close() })
+		broker = br.URL()
+	}
+	for i, s := range b.robots {
+		var reg prometheus.Registerer
+		if i == 0 {
+			reg = b.reg
+		}
+		d, err := mqtt.New(mqtt.Conf{Config: s.cfg, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: robotLogger(b.conf.Logger, s, b.fleet()), Registerer: reg})
 		if err != nil {
-			_ = br.Close()
-			return nil, fmt.Errorf("bridge: %w", err)
+			return fmt.Errorf("bridge: %s: %w", s.id, err)
 		}
-		return &embeddedMQTT{Driver: d, broker: br, addr: br.Addr()}, nil
+		b.setDriver(s, d)
 	}
-	return nil, fmt.Errorf("bridge: transport.kind %q is not supported by this build (allowed: sim, ros, mqtt)", cfg.Transport.Kind)
+	return nil
 }
 
-// embeddedMQTT is the MQTT driver behind the bridge's own broker. Close
-// closes the driver — whose last act is the robot's stop — and only then
-// the broker, so the stop leaves before the robot's connection goes.
-type embeddedMQTT struct {
-	*mqtt.Driver
-	broker *mqtt.Broker
-	addr   string
-}
-
-// Close stops the robot and disconnects, then stops the broker. It is
-// safe to call more than once.
-func (e *embeddedMQTT) Close() error {
-	err := e.Driver.Close()
-	if e.broker != nil {
-		err = errors.Join(err, e.broker.Close())
-		e.broker = nil
+// BrokerAddr is the embedded MQTT broker's host:port, "" when the bridge
+// runs none.
+func (b *Bridge) BrokerAddr() string {
+	if b.embedded == nil {
+		return ""
 	}
-	return err
+	return b.embedded.Addr()
 }
-
-// BrokerAddr is the embedded broker's host:port.
-func (e *embeddedMQTT) BrokerAddr() string { return e.addr }
