@@ -299,8 +299,10 @@ func (b *Bridge) handleSafety(w http.ResponseWriter, r *http.Request) {
 			}
 			out[i] = map[string]any{"robot_id": s.id, "status": st, "text": describeSafety(st)}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"robots": out, "count": len(out),
-			"text": fmt.Sprintf("%d robots; %d with an e-stop or a fault latched. Name one with ?robot=<id>.", len(out), latched)})
+		writeJSON(w, http.StatusOK, map[string]any{
+			"robots": out, "count": len(out),
+			"text": fmt.Sprintf("%d robots; %d with an e-stop or a fault latched. Name one with ?robot=<id>.", len(out), latched),
+		})
 		return
 	}
 	ss, te := b.targets(id, false)
