@@ -46,8 +46,14 @@ type testStream struct {
 
 func openAgentStream(t *testing.T, base, token string, header http.Header) *testStream {
 	t.Helper()
+	return openAgentStreamURL(t, base+"/v1/agent/events", token, header)
+}
+
+// openAgentStreamURL opens the agent stream at url (with a query).
+func openAgentStreamURL(t *testing.T, url, token string, header http.Header) *testStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/agent/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	maps.Copy(req.Header, header)

@@ -2,6 +2,7 @@ package toolapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -109,4 +110,65 @@ func BenchmarkToolCalls_8ParallelState(b *testing.B) {
 	el := time.Since(start)
 	b.ReportMetric(float64(8*b.N)/el.Seconds(), "state_calls/s")
 	b.ReportMetric(float64(b.N)/el.Seconds(), "messages/s")
+}
+
+// BenchmarkFleetRouting measures what naming the robot costs a call: the
+// same in-process call — get_task of a known task, routed to its robot's
+// runner, with the robot field of that robot — on a one-robot bridge and
+// on a bridge of 1,000 robots, interleaved in one run so both see the same
+// machine; and the resolution of robot_id alone (Server.robotFor). It
+// reports the p50 of each and their ratio (goal: the fleet's call within
+// 10% of the one robot's).
+func BenchmarkFleetRouting(b *testing.B) {
+	unlimited := func(c *Conf) { c.RatePerSecond, c.RateBurst, c.CallBudget = 1e9, 1<<30, 1<<30 }
+	one := newHarness(b, unlimited)
+	fleet, f := newFleetHarness(b, 1000, unlimited)
+	ctx := context.Background()
+	p := Principal{Name: "agent", Role: RoleAgent}
+	submit := func(s *Server, robotID string) string {
+		env := s.Call(ctx, p, CallRequest{Tool: ToolMoveBaseTo, Arguments: map[string]any{"location": "home", "robot_id": robotID}})
+		if !env.OK || env.Task == nil {
+			b.Fatalf("submit on %s: %+v", robotID, env.Error)
+		}
+		return env.Task.ID
+	}
+	reqOne := CallRequest{Tool: ToolGetTask, Arguments: map[string]any{"task_id": submit(one.srv, "sim-1"), "robot_id": "sim-1"}, SessionID: "bench"}
+	reqFleet := CallRequest{Tool: ToolGetTask, Arguments: map[string]any{"task_id": submit(fleet.srv, "r777"), "robot_id": "r777"}, SessionID: "bench"}
+	if f.tasks["r777"].submits.Load() != 1 {
+		b.Fatal("the fleet's task is not r777's")
+	}
+	tool, _ := fleet.srv.reg.Lookup(ToolGetTask)
+	callOne := make([]time.Duration, 0, b.N)
+	callFleet := make([]time.Duration, 0, b.N)
+	resOne := make([]time.Duration, 0, b.N)
+	resFleet := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if env := one.srv.Call(ctx, p, reqOne); !env.OK {
+			b.Fatal(env.Error)
+		}
+		t1 := time.Now()
+		if env := fleet.srv.Call(ctx, p, reqFleet); !env.OK {
+			b.Fatal(env.Error)
+		}
+		t2 := time.Now()
+		if _, te := one.srv.robotFor(tool, reqOne.Arguments); te != nil {
+			b.Fatal(te)
+		}
+		t3 := time.Now()
+		if _, te := fleet.srv.robotFor(tool, reqFleet.Arguments); te != nil {
+			b.Fatal(te)
+		}
+		t4 := time.Now()
+		callOne, callFleet = append(callOne, t1.Sub(t0)), append(callFleet, t2.Sub(t1))
+		resOne, resFleet = append(resOne, t3.Sub(t2)), append(resFleet, t4.Sub(t3))
+	}
+	b.StopTimer()
+	c1, c1000 := pct(callOne, 0.5), pct(callFleet, 0.5)
+	b.ReportMetric(float64(c1.Nanoseconds()), "call_1_p50_ns")
+	b.ReportMetric(float64(c1000.Nanoseconds()), "call_1000_p50_ns")
+	b.ReportMetric(float64(c1000)/float64(c1), "call_ratio")
+	b.ReportMetric(float64(pct(resOne, 0.5).Nanoseconds()), "resolve_1_p50_ns")
+	b.ReportMetric(float64(pct(resFleet, 0.5).Nanoseconds()), "resolve_1000_p50_ns")
 }
