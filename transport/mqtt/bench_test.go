@@ -16,7 +16,8 @@ import (
 // broker into the driver (decode, order and freshness checks, hub) as fast
 // as a publisher sends them, beside the baseline of a bare paho subscriber
 // receiving the same payloads in the same run. 1,000 states/s is 100
-// robots at 10 Hz; the fleet's 1,000-robot bench comes with the fleet.
+// robots at 10 Hz; BenchmarkFleet_StateIngestion100And1000Robots measures
+// a fleet on one connection with the publisher in a process of its own.
 func BenchmarkDriver_StateIngestion(b *testing.B) {
 	br, err := mqtt.StartBroker("127.0.0.1:0", quiet)
 	require.NoError(b, err)

@@ -67,6 +67,7 @@ type Driver struct {
 	log     *slog.Logger
 	hub     robot.Hub
 	session string // this driver's run, in stop ids
+	shard   int    // the fleet's decoder of this robot's messages
 
 	mu      sync.Mutex
 	started bool          // guarded by mu

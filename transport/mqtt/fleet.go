@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -99,6 +100,8 @@ type Fleet struct {
 	selfOn bool // guarded by life: the fleet's own Start holds a reference
 
 	mu        sync.Mutex
+	shards    []chan inbound    // guarded by mu: this connection's decoders' queues (nil for a fleet of one)
+	shardDone chan struct{}     // guarded by mu: closed when this connection's decoders stop
 	client    paho.Client       // guarded by mu
 	connected bool              // guarded by mu: broker connection up and subscribed
 	warned    map[Reason]*burst // guarded by mu
@@ -166,8 +169,9 @@ func NewFleet(conf FleetConf) (*Fleet, error) {
 	if f.single {
 		f.will = Topics{Prefix: f.prefix, ID: first.Robot.ID}.Bridge()
 	}
-	for _, c := range cfgs {
+	for i, c := range cfgs {
 		d := newDriver(f, c, conf.StateTimeout)
+		d.shard = i % decoders()
 		if !f.single {
 			d.log = conf.Logger.With("component", "mqtt", "robot", c.Robot.ID)
 		}
@@ -316,12 +320,14 @@ func (f *Fleet) acquireLocked(ctx context.Context) error {
 	f.mu.Lock()
 	f.client = c
 	f.mu.Unlock()
+	f.startDecoders()
 	tok := c.Connect()
 	if err := f.waitConnected(ctx, wait, tok); err != nil {
 		c.Disconnect(0)
 		f.mu.Lock()
 		f.client, f.connected = nil, false
 		f.mu.Unlock()
+		f.stopDecoders()
 		return err
 	}
 	f.refs = 1
@@ -374,6 +380,7 @@ func (f *Fleet) releaseLocked() {
 	f.mu.Lock()
 	f.connected = false
 	f.mu.Unlock()
+	f.stopDecoders()
 	for _, d := range f.order {
 		d.linkLost()
 	}
@@ -453,15 +460,91 @@ func (f *Fleet) route(_ paho.Client, m paho.Message) {
 	// sends once, at subscribe time, and a driver started later on the
 	// connection must know them. Nothing is sent for it meanwhile
 	// (Driver.publish), and its LinkUp is false.
-	switch rest {
+	in := inbound{d: d, rest: rest, payload: m.Payload()}
+	f.mu.Lock()
+	shards, done := f.shards, f.shardDone
+	f.mu.Unlock()
+	if shards == nil {
+		in.handle()
+		return
+	}
+	// A full queue holds paho's reader back (and the broker's sending)
+	// rather than dropping an ack or a status; states held up that long
+	// are dropped as stale by the decoder, as they would be anyway.
+	select {
+	case shards[d.shard] <- in:
+	case <-done:
+	}
+}
+
+// inbound is one message for a robot's driver.
+type inbound struct {
+	d       *Driver
+	rest    string // state, ack, status or events
+	payload []byte
+}
+
+func (in inbound) handle() {
+	switch in.rest {
 	case "state":
-		d.onState(m.Payload())
+		in.d.onState(in.payload)
 	case "ack":
-		d.onAck(m.Payload())
+		in.d.onAck(in.payload)
 	case "status":
-		d.onStatus(m.Payload())
+		in.d.onStatus(in.payload)
 	case "events":
-		d.onEvent(m.Payload())
+		in.d.onEvent(in.payload)
+	}
+}
+
+// decoders is how many goroutines decode a fleet's payloads. paho hands
+// messages over one at a time on one goroutine; decoding and checking a
+// state takes tens of microseconds, so a thousand robots at 10 Hz would
+// keep that goroutine busy past its capacity on its own. A robot's
+// messages always go to the same decoder (Driver.shard), so they are
+// handled in the order they arrived, as with one goroutine.
+func decoders() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+// decoderQueue is each decoder's queue, in messages.
+const decoderQueue = 1024
+
+// startDecoders starts this connection's decoders; a fleet of one decodes
+// on paho's goroutine, as it always did.
+func (f *Fleet) startDecoders() {
+	if f.single {
+		return
+	}
+	n := decoders()
+	shards := make([]chan inbound, n)
+	done := make(chan struct{})
+	for i := range shards {
+		q := make(chan inbound, decoderQueue)
+		shards[i] = q
+		go func() {
+			for {
+				select {
+				case in := <-q:
+					in.handle()
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	f.mu.Lock()
+	f.shards, f.shardDone = shards, done
+	f.mu.Unlock()
+}
+
+// stopDecoders ends this connection's decoders; what they had not decoded
+// yet is dropped with the connection.
+func (f *Fleet) stopDecoders() {
+	f.mu.Lock()
+	done := f.shardDone
+	f.shards, f.shardDone = nil, nil
+	f.mu.Unlock()
+	if done != nil {
+		close(done)
 	}
 }
 

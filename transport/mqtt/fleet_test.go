@@ -356,3 +356,33 @@ func TestFleet_StartFailsWithoutABrokerAndChangesNothing(t *testing.T) {
 	require.ErrorIs(t, f.Driver("r1").Start(context.Background()), mqtt.ErrAlreadyStarted)
 	require.NoError(t, f.Close())
 }
+
+// A fleet decodes on several goroutines; each robot's messages must still
+// be handled in the order they arrived, or its states would be dropped as
+// out of order.
+func TestFleet_EachRobotsStatesKeepTheirOrder(t *testing.T) {
+	url, _ := startBroker(t, "embedded")
+	cfgs := fleetConfigs(t, url, 8)
+	f, err := mqtt.NewFleet(mqtt.FleetConf{Configs: cfgs, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	for _, d := range f.Drivers() {
+		require.NoError(t, d.Start(context.Background()))
+	}
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID("fleet-order-pub").SetOrderMatters(true))
+	require.True(t, pub.Connect().WaitTimeout(10*time.Second))
+	t.Cleanup(func() { pub.Disconnect(0) })
+	const per = 300
+	for seq := 1; seq <= per; seq++ {
+		for i := range cfgs {
+			raw, err := mqtt.Marshal(mqtt.StateFrom(robot.State{Base: robot.Pose2D{X: float64(seq)}}, "order", uint64(seq), time.Now()))
+			require.NoError(t, err)
+			// QoS 1 keeps the broker from dropping any under load.
+			pub.Publish(fmt.Sprintf("robots/r%d/state", i+1), 1, false, raw)
+		}
+	}
+	for i, d := range f.Drivers() {
+		rostest.Eventually(t, 20*time.Second, func() bool { st, ok := d.Latest(); return ok && st.Base.X == per }, "robot %d never got its last state", i+1)
+	}
+	require.Zero(t, testutil.ToFloat64(f.Metrics().Dropped.WithLabelValues(string(mqtt.ReasonOutOfOrder))), "states handled out of order")
+}

@@ -20,4 +20,23 @@
 // drop_state drops state, delay_ack delays the accepted ack. Disconnect
 // and Connect cut and restore the robot's network abruptly, so the broker
 // publishes its last will.
+//
+// Many robots in one process. Each Node is one robot with its own
+// simulator, dedupe by command id, deadline and stop checks, command
+// watchdog and faults. By default each also has its own connection, and so
+// its own last will: a robot whose process dies is offline at the bridge
+// within 1.5 keepalives. A Link puts many nodes on one connection instead
+// (robot-bridge sim --share-connection), which is what makes a thousand
+// simulated robots in one process practical (a thousand connections cost a
+// thousand sockets on both ends and a thousand keepalives). The price is
+// the per-robot last will, as one connection carries one: a node on a link
+// says offline itself when it closes or is disconnected, but a killed
+// process leaves its robots' status online, and the bridge learns of it
+// from the silence of their states (its state timeout takes each link
+// down, and the supervisor's silence watchdog stops the motion). The
+// default stays one connection per robot, because a robot's last will is
+// the faster and more faithful signal and the sim process is where the
+// bridge's reaction to it is tested; the shared link is for scale runs.
+// Both watch {prefix}/bridge, a fleet bridge's last will, beside each
+// robot's {prefix}/{id}/bridge.
 package simnode
