@@ -3,7 +3,7 @@
 // bridge's alone: over one connection it announces -robots robots online
 // (retained, as each robot's status) and publishes each one's state at
 // -hz, spread evenly over the period, with a session, a sequence number
-// and a stamp, as a robot does. Every 500 ms it prints "sent N", the
+// and a stamp, as a robot does. Every 100 ms it prints "sent N", the
 // states published so far. It runs until stdin closes or it is killed.
 package main
 
@@ -45,7 +45,7 @@ func main() {
 	}
 	var sent atomic.Uint64
 	go func() {
-		for range time.Tick(500 * time.Millisecond) {
+		for range time.Tick(100 * time.Millisecond) {
 			fmt.Printf("sent %d\n", sent.Load())
 		}
 	}()
