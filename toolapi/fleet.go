@@ -299,6 +299,10 @@ func (s *Server) robotIDError(tool string, received any) *toolerr.Error {
 		te = toolerr.New(toolerr.InvalidParams, "%s: missing required field %q: this bridge serves %d robots, so every %s call names one: %s",
 			tool, RobotIDArg, len(s.ids), tool, s.namedIDs())
 		te.Suggestion = fmt.Sprintf(`call %s again with "robot_id" set to the robot you mean, one of details.robot_ids (list_robots tells each robot's state and room)`, tool)
+	case tool == ToolStop:
+		te = toolerr.New(toolerr.InvalidParams, "stop: robot_id=%s is not a robot of this bridge, so nothing was stopped; its %d robots are %s",
+			show(received), len(s.ids), s.namedIDs())
+		te.Suggestion = `call stop again at once with "robot_id" set to one of details.robot_ids, or without robot_id to stop every robot`
 	default:
 		te = toolerr.New(toolerr.InvalidParams, "%s: robot_id=%s is not a robot of this bridge; its %d robots are %s",
 			tool, show(received), len(s.ids), s.namedIDs())

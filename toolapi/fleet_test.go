@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/events"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/robot"
@@ -703,4 +704,85 @@ func TestFleet_AgentStreamNamesTheRobots(t *testing.T) {
 	_ = resp.Body.Close()
 	// Then an unknown robot is refused
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+func TestFleet_StopWithAnUnknownRobotSaysHowToStopEveryRobot(t *testing.T) {
+	// Given three robots
+	h, f := newFleetHarness(t, 3)
+	// When the agent stops a robot that does not exist
+	env := h.call(ToolStop, args(map[string]any{"robot_id": "r7"}))
+	// Then nothing stopped, and it is told how to stop one or all at once
+	require.Equal(t, toolerr.InvalidParams, env.Error.Type)
+	require.Contains(t, env.Error.Message, `stop: robot_id="r7" is not a robot of this bridge, so nothing was stopped`)
+	require.Contains(t, env.Error.Suggestion, "or without robot_id to stop every robot")
+	for _, r := range f.robots {
+		require.Zero(t, f.stops[r.ID].Load(), r.ID)
+	}
+}
+
+func TestFleet_RequestOperatorHelpNamesTheRobot(t *testing.T) {
+	// Given three robots and an operator hand-off; the session's task on r2
+	var svc *escalation.Service
+	h, f := newFleetHarness(t, 3, func(c *Conf) {
+		svc = escalation.New(escalation.Conf{Clock: c.Clock})
+		c.Escalations = svc
+	})
+	f.tasks["r2"].put(actions.TaskView{ID: "t-5", Tool: ToolGrasp, Status: fsm.Failed, Principal: "agent", SessionID: "s1"})
+
+	// When the agent asks for help about r2, or about its task with no robot
+	env := h.call(ToolRequestOperatorHelp, map[string]any{
+		"arguments": map[string]any{"summary": "the grasp keeps failing", "robot_id": "r2"}, "session_id": "s1",
+	})
+	require.True(t, env.OK, "%+v", env.Error)
+	noRobot := h.call(ToolRequestOperatorHelp, map[string]any{
+		"arguments": map[string]any{"summary": "is the cup still there?", "task_id": "t-5"}, "session_id": "s1",
+	})
+	require.True(t, noRobot.OK, "%+v", noRobot.Error)
+	// Then the first names the robot for the operator; the second found
+	// the session's task on r2
+	var data struct {
+		Escalation escalation.Escalation `json:"escalation"`
+	}
+	require.NoError(t, json.Unmarshal(env.Data, &data))
+	require.Equal(t, "Robot r2: the grasp keeps failing", data.Escalation.Summary)
+	require.NoError(t, json.Unmarshal(noRobot.Data, &data))
+	require.Equal(t, "t-5", data.Escalation.TaskID)
+	// And a task id that is no robot's task of the session is refused
+	bad := h.call(ToolRequestOperatorHelp, map[string]any{
+		"arguments": map[string]any{"summary": "help", "task_id": "t-5", "robot_id": "r1"}, "session_id": "s1",
+	})
+	require.Equal(t, toolerr.InvalidParams, bad.Error.Type)
+}
+
+// FuzzFleetResourceURI feeds MCP resource URIs, which hosts send, to a
+// fleet's parser: it never panics, accepts only a known robot, and what
+// it accepts names a resource whose canonical URI parses to the same.
+func FuzzFleetResourceURI(f *testing.F) {
+	for _, s := range []string{
+		"robot://r1/state", "robot://r2/scene", "robot://r3/tasks/t-1", "robot://r3/tasks/t%2F1", "robot://state",
+		"robot://tasks/t-1", "robot://r9/state", "robot:///state", "robot://r1/tasks/", "robot://r1/tasks/a/b", "robot://%zz/state",
+		"robot://r1/state?x", "", "robot://r1", "robot://r1/tasks/" + strings.Repeat("x", 300),
+	} {
+		f.Add(s)
+	}
+	h, _ := newFleetHarness(f, 3)
+	s := h.srv
+	f.Fuzz(func(t *testing.T, uri string) {
+		r, ok := s.parseURI(uri)
+		if !ok {
+			return
+		}
+		require.Contains(t, []string{"r1", "r2", "r3"}, r.u.id, uri)
+		require.Contains(t, []string{resState, resScene, resTask}, r.kind, uri)
+		if r.kind == resTask {
+			require.NotEmpty(t, r.taskID)
+			require.LessOrEqual(t, len(r.taskID), maxIDLen)
+		}
+		canon := s.uriOf(r.u.id, r.kind, r.taskID)
+		again, ok := s.parseURI(canon)
+		require.True(t, ok, "%s (from %s) does not parse", canon, uri)
+		require.Equal(t, r.u.id, again.u.id)
+		require.Equal(t, r.kind, again.kind)
+		require.Equal(t, r.taskID, again.taskID)
+	})
 }

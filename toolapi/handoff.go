@@ -148,6 +148,11 @@ func (s *Server) requestHelp(ctx context.Context, p Principal, u *unit, req Call
 	if taskID != "" && !s.sessionTask(p, u, req.SessionID, taskID) {
 		return fail(fieldError("task_id", cutText(taskID, 64), "the id of one of this session's tasks, or no task_id"))
 	}
+	if s.multi() && u != nil {
+		// The operator must know which robot: until an escalation carries
+		// a robot of its own, its summary names it.
+		sum = cutText("Robot "+u.id+": "+sum, escalation.MaxTextLen)
+	}
 	e, err := s.escalate(ctx, p.Name, req.SessionID, taskID, sum, escalation.SourceAgent)
 	if err != nil {
 		return fail(err)
