@@ -1652,7 +1652,7 @@
   // setUpFleetPage turns the single robot's page into the fleet's, once.
   function setUpFleetPage() {
     $('fleet-panel').hidden = false;
-    $('map').hidden = true;
+    $('map').setAttribute('hidden', ''); // an SVG element has no hidden property
     $('map-notes').hidden = true;
     $('room-maps').hidden = false;
     $('legend-alarmed').hidden = false;
@@ -1775,11 +1775,17 @@
       link: el('div', { class: 'fr-link' }),
       alarms: el('div', { class: 'fr-alarms' }),
       task: el('div', { class: 'fr-task' }),
-      reset: el('button', { type: 'button', class: 'danger', 'data-action': 'reset', hidden: true, 'aria-label': `Reset the e-stop of ${r.id}`, onclick: () => changeLatches('reset', [r.id]) }, 'Reset e-stop…'),
-      clear: el('button', { type: 'button', class: 'danger', 'data-action': 'clear', hidden: true, 'aria-label': `Clear the fault of ${r.id}`, onclick: () => changeLatches('clear', [r.id]) }, 'Clear fault…'),
+      // Each button's name says its robot (for a screen reader, which
+      // hears the button without its row), its face only what it does.
+      reset: el('button', { type: 'button', class: 'danger', 'data-action': 'reset', hidden: true, onclick: () => changeLatches('reset', [r.id]) },
+        'Reset e-stop…', el('span', { class: 'visually-hidden', text: ` of ${r.id}` })),
+      clear: el('button', { type: 'button', class: 'danger', 'data-action': 'clear', hidden: true, onclick: () => changeLatches('clear', [r.id]) },
+        'Clear fault…', el('span', { class: 'visually-hidden', text: ` of ${r.id}` })),
+      showText: el('span'),
       show: el('button', { type: 'button', 'data-action': 'show', onclick: () => setFilter(model.filter === r.id ? '' : r.id) }),
     };
     cells.condBox = el('div', { class: 'fr-cond' }, cells.cond, el('br'), cells.where);
+    cells.show.append(cells.showText, el('span', { class: 'visually-hidden', text: ` (${r.id})` }));
     const li = el('li', { 'data-robot-id': r.id },
       el('div', { class: 'fr-id' }, r.id, r.name ? el('span', { class: 'meta', text: r.name }) : null),
       cells.condBox, cells.link, cells.alarms, cells.task,
@@ -1835,8 +1841,7 @@
     if (r.shown.sel !== sel) {
       r.shown.sel = sel;
       r.row.dataset.selected = String(sel);
-      c.show.textContent = sel ? 'Show all robots' : 'Show only this robot';
-      c.show.setAttribute('aria-label', sel ? 'Show all robots' : `Show only ${r.id}`);
+      c.showText.textContent = sel ? 'Show all robots' : 'Show only this robot';
     }
   }
 
