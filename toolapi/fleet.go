@@ -161,9 +161,12 @@ func (s *Server) readersOf(id string) *unitReaders {
 	if v, ok := s.readers.Load(id); ok {
 		return v.(*unitReaders)
 	}
-	v, _ := s.readers.LoadOrStore(id, &unitReaders{
-		rd: newReader("the robot state of "+id, s.conf), sc: newReader("perception of "+id, s.conf),
-	})
+	// Errors name the robot only where there is more than one.
+	state, scene := "the robot state", "perception"
+	if s.multi() {
+		state, scene = "the robot state of "+id, "perception of "+id
+	}
+	v, _ := s.readers.LoadOrStore(id, &unitReaders{rd: newReader(state, s.conf), sc: newReader(scene, s.conf)})
 	return v.(*unitReaders)
 }
 

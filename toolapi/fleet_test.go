@@ -786,3 +786,63 @@ func FuzzFleetResourceURI(f *testing.F) {
 		require.Equal(t, r.taskID, again.taskID)
 	})
 }
+
+// oneFleet is a Fleet of one robot.
+type oneFleet struct{ r FleetRobot }
+
+func (f oneFleet) Robots() []FleetRobot { return []FleetRobot{f.r} }
+func (f oneFleet) Robot(id string) (FleetRobot, bool) {
+	return f.r, id == f.r.ID
+}
+
+func TestFleet_OneRobotFleetAnswersExactlyAsTheOneRobotConf(t *testing.T) {
+	// Given the same robot behind a one-robot Conf and behind a Fleet of
+	// one (as the bridge wires a bridge of one robot)
+	plain := newHarness(t)
+	fleet := newHarness(t, func(c *Conf) {
+		c.Fleet = oneFleet{FleetRobot{ID: c.HWConfig.Robot.ID, Name: c.HWConfig.Robot.Name, Tasks: c.Tasks, Robot: c.Robot}}
+	})
+	for _, h := range []*harness{plain, fleet} {
+		h.tasks.ActiveFn = func() (actions.TaskView, bool) {
+			return actions.TaskView{ID: "t-1", RobotID: "sim-1", Tool: ToolMoveBaseTo, Status: fsm.Executing}, true
+		}
+	}
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{ToolGetRobotState, map[string]any{}},
+		{ToolListNamedPoses, map[string]any{"robot_id": "sim-1"}},
+		{ToolMoveBaseTo, map[string]any{"location": "home"}},
+		{ToolGetTask, map[string]any{"task_id": "t-1"}},
+		{ToolGetTask, map[string]any{"task_id": "t-404"}},
+		{ToolDescribeScene, map[string]any{}},
+		{ToolGetSafetyStatus, map[string]any{}},
+		{ToolListRobots, map[string]any{}},
+		{ToolMoveBaseTo, map[string]any{"x": 99, "y": 0}},
+		{ToolRelease, map[string]any{"force": 1}},
+		{ToolMoveBaseTo, map[string]any{"location": "home", "robot_id": "r2"}},
+		{"get_robot_status", map[string]any{}},
+		{ToolStop, map[string]any{"reason": "test"}},
+		{ToolCancelTask, map[string]any{"task_id": "t-1"}},
+	}
+	for _, c := range calls {
+		// When each is called the same way on both
+		_, a := plain.do("POST", "/v1/tools/"+c.tool+"/call", testTokens.Agent, args(c.args))
+		_, b := fleet.do("POST", "/v1/tools/"+c.tool+"/call", testTokens.Agent, args(c.args))
+		// Then both answer the same bytes
+		require.JSONEq(t, string(a), string(b), "%s %v", c.tool, c.args)
+	}
+	// And a robot state that cannot be read is said the same way
+	for _, h := range []*harness{plain, fleet} {
+		h.robot.LatestFn = func(context.Context) (robot.State, error) { return robot.State{}, fmt.Errorf("socket closed") }
+	}
+	_, a := plain.do("POST", "/v1/tools/get_robot_state/call", testTokens.Agent, args(map[string]any{}))
+	_, b := fleet.do("POST", "/v1/tools/get_robot_state/call", testTokens.Agent, args(map[string]any{}))
+	require.JSONEq(t, string(a), string(b))
+	require.Contains(t, string(a), "the robot state is not reachable right now")
+	// And the tools are the same
+	_, a = plain.do("GET", "/v1/tools", testTokens.Agent, nil)
+	_, b = fleet.do("GET", "/v1/tools", testTokens.Agent, nil)
+	require.JSONEq(t, string(a), string(b))
+}
