@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/transport/inproc"
@@ -68,16 +66,31 @@ func (b *Bridge) newMQTTDrivers() error {
 		b.td.add("embedded MQTT broker", func(context.Context) error { return br.Close() })
 		broker = br.URL()
 	}
-	for i, s := range b.robots {
-		var reg prometheus.Registerer
-		if i == 0 {
-			reg = b.reg
-		}
-		d, err := mqtt.New(mqtt.Conf{Config: s.cfg, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: robotLogger(b.conf.Logger, s, b.fleet()), Registerer: reg})
+	if !b.fleet() {
+		s := b.first()
+		d, err := mqtt.New(mqtt.Conf{Config: s.cfg, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
 		if err != nil {
-			return fmt.Errorf("bridge: %s: %w", s.id, err)
+			return fmt.Errorf("bridge: %w", err)
 		}
 		b.setDriver(s, d)
+		return nil
+	}
+	// A fleet's robots share one client (one connection, wildcard
+	// subscriptions routed by robot id); each robot's driver keeps its
+	// own link, acks and stops, and closing one leaves the others on.
+	cfgs := make([]*hwconfig.Config, len(b.robots))
+	for i, s := range b.robots {
+		cfgs[i] = s.cfg
+	}
+	f, err := mqtt.NewFleet(mqtt.FleetConf{Configs: cfgs, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	// Released after every robot's link: each driver's close stops its
+	// robot over the connection the fleet's close then ends.
+	b.td.add("MQTT connection", func(context.Context) error { return f.Close() })
+	for _, s := range b.robots {
+		b.setDriver(s, f.Driver(s.id))
 	}
 	return nil
 }
