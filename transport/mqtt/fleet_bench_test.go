@@ -1,21 +1,13 @@
 package mqtt_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,80 +19,6 @@ import (
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
 )
-
-// statePub builds testdata/statepub once per test binary.
-var statePub = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "statepub")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "statepub")
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/statepub").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./testdata/statepub: %w: %s", err, out)
-	}
-	return bin, nil
-})
-
-// publisher is the statepub process and the states it says it sent.
-type publisher struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	sent atomic.Uint64
-}
-
-func startPublisher(b *testing.B, url string, robots int) *publisher {
-	b.Helper()
-	bin, err := statePub()
-	require.NoError(b, err)
-	p := &publisher{cmd: exec.Command(bin, "-broker", url, "-robots", strconv.Itoa(robots), "-hz", "10")}
-	p.cmd.Stderr = os.Stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := p.cmd.StdoutPipe()
-	require.NoError(b, err)
-	p.in, err = p.cmd.StdinPipe()
-	require.NoError(b, err)
-	require.NoError(b, p.cmd.Start())
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if n, ok := strings.CutPrefix(sc.Text(), "sent "); ok {
-				if v, err := strconv.ParseUint(n, 10, 64); err == nil {
-					p.sent.Store(v)
-				}
-			}
-		}
-	}()
-	b.Cleanup(func() {
-		_ = p.in.Close()
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	})
-	return p
-}
-
-// cpuTime is this process's user plus system CPU time.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// rss is this process's resident set size now, from /proc/self/statm.
-func rss(b *testing.B) int64 {
-	raw, err := os.ReadFile("/proc/self/statm")
-	require.NoError(b, err)
-	f := strings.Fields(string(raw))
-	pages, err := strconv.ParseInt(f[1], 10, 64)
-	require.NoError(b, err)
-	return pages * int64(os.Getpagesize())
-}
 
 func heapAlloc() int64 {
 	runtime.GC()
@@ -135,7 +53,7 @@ func benchFleetIngestion(b *testing.B, n int) {
 		c.Robot.ID = fmt.Sprintf("r%d", i+1)
 		cfgs[i] = c
 	}
-	heap0, rss0 := heapAlloc(), rss(b)
+	heap0, rss0 := heapAlloc(), mqtttest.RSS(b)
 	f, err := mqtt.NewFleet(mqtt.FleetConf{Configs: cfgs, Logger: quiet})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = f.Close() })
@@ -161,7 +79,7 @@ func benchFleetIngestion(b *testing.B, n int) {
 		}
 		wg.Wait()
 	})
-	pub := startPublisher(b, mosq.URL, n)
+	pub := mqtttest.StartStatePublisher(b, mosq.URL, n, 10, "r")
 	rostest.Eventually(b, 30*time.Second, func() bool {
 		for _, d := range drivers {
 			if !d.LinkUp() {
@@ -170,7 +88,7 @@ func benchFleetIngestion(b *testing.B, n int) {
 		}
 		return true
 	}, "not every robot's link came up")
-	heap1, rss1 := heapAlloc(), rss(b)
+	heap1, rss1 := heapAlloc(), mqtttest.RSS(b)
 	dropped := func() float64 {
 		var s float64
 		for _, r := range mqtt.Reasons {
@@ -184,7 +102,7 @@ func benchFleetIngestion(b *testing.B, n int) {
 	var cpu, elapsed time.Duration
 	var lat []time.Duration
 	for range b.N {
-		in0, sent0, drop0, cpu0, t0 := ingested.Load(), pub.sent.Load(), dropped(), cpuTime(b), time.Now()
+		in0, sent0, drop0, cpu0, t0 := ingested.Load(), pub.Sent(), dropped(), mqtttest.CPUTime(b), time.Now()
 		// Latest() is read as the supervisor and the tools read it, on
 		// random robots, while states pour in.
 		rng := rand.New(rand.NewPCG(1, uint64(n)))
@@ -198,9 +116,9 @@ func benchFleetIngestion(b *testing.B, n int) {
 			}
 		}
 		elapsed += time.Since(t0)
-		cpu += cpuTime(b) - cpu0
+		cpu += mqtttest.CPUTime(b) - cpu0
 		states += float64(ingested.Load() - in0)
-		sent += float64(pub.sent.Load() - sent0)
+		sent += float64(pub.Sent() - sent0)
 		drops += dropped() - drop0
 	}
 	b.StopTimer()
