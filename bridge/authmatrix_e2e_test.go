@@ -228,6 +228,7 @@ func matrix() []routeCase {
 		{pattern: "GET /v1/tasks/{id}", method: "GET", path: "/v1/tasks/{task}", need: toolapi.RoleAgent, opWant: 200},
 		{pattern: "POST /v1/tasks/{id}/cancel", method: "POST", path: "/v1/tasks/task-does-not-exist/cancel", need: toolapi.RoleAgent, opWant: 200},
 		{pattern: "GET /v1/safety", method: "GET", path: "/v1/safety", need: toolapi.RoleAgent, opWant: 200},
+		{pattern: "GET /v1/robots", method: "GET", path: "/v1/robots", need: toolapi.RoleAgent, opWant: 200},
 		// The agent's own event stream (state and its own tasks).
 		{pattern: "GET /v1/agent/events", method: "GET", path: "/v1/agent/events", need: toolapi.RoleAgent, opWant: 200},
 		{pattern: "/v1/", method: "GET", path: "/v1/no-such-route", need: toolapi.RoleAgent, opWant: 404},

@@ -83,8 +83,11 @@ type Bridge struct {
 	reg    *prometheus.Registry
 	// robots are the robots' safety stacks in config order (one unless
 	// the config is a fleet); byID finds one. Both are fixed by New.
-	robots    []*robotStack
-	byID      map[string]*robotStack
+	robots []*robotStack
+	byID   map[string]*robotStack
+	// traffic keeps the robots that share a room (world.room) out of
+	// each other's way, one guard for every supervisor.
+	traffic   *safety.Traffic
 	approvals *approval.Service
 	// escalations is the operator hand-off.
 	escalations *escalation.Service
@@ -226,6 +229,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 		return nil, fmt.Errorf("bridge: fleet: %w", err)
 	}
 	b.byID = make(map[string]*robotStack, len(cfgs))
+	b.traffic = safety.NewTraffic()
 	for _, rc := range cfgs {
 		s := &robotStack{id: rc.Robot.ID, cfg: rc}
 		b.robots = append(b.robots, s)

@@ -176,7 +176,7 @@ func (b *Bridge) newSafetyStack(s *robotStack) error {
 	logger := robotLogger(b.conf.Logger, s, b.fleet())
 	var err error
 	s.sup, err = safety.New(safety.Conf{
-		Config: s.cfg, Driver: s.drv, Grants: b.approvals, Clock: b.clock, Logger: logger,
+		Config: s.cfg, Driver: s.drv, Grants: b.approvals, Clock: b.clock, Logger: logger, Traffic: b.traffic,
 		Observer: safety.ObserverFunc(func(e safety.Event) {
 			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
 			b.dur.SafetyEvent(e)

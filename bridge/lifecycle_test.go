@@ -116,7 +116,7 @@ func TestStop_ReleasesInOrderWithTheDriversStopLast(t *testing.T) {
 	// approvals are cancelled, live tasks end, the background goroutines
 	// stop, the supervisor stops the robot, the store closes, and the
 	// driver's final stop is the very last
-	want := []string{"http", "runner", "approvals", "background", "supervisor", "store", "robot link"}
+	want := []string{"http", "runners", "approvals", "background", "supervisor sim-1", "store", "robot link sim-1"}
 	var order []string
 	for _, name := range slices.Backward(names) {
 		order = append(order, name)

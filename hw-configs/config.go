@@ -540,10 +540,12 @@ type CameraConf struct {
 // WorldConf describes the room: its bounds, the surfaces objects rest on and
 // named regions.
 type WorldConf struct {
-	// Room names the room (optional): a fleet's robots with the same room
-	// share one map in the console, and list_robots says where each is.
-	// It defaults to "room"; give a robot whose override changes the world
-	// a room of its own.
+	// Room names the room (optional). Robots of one bridge whose configs
+	// name the same room share its floor: the safety gate treats each one,
+	// and the corridor of its running base motion, as an obstacle to the
+	// others. A robot without a room shares its floor with nobody (a
+	// simulated fleet's robots each live in a world of their own); the
+	// console shows it in "room".
 	Room string `yaml:"room,omitempty"`
 	// Bounds is the room's outline (room frame polygon) (optional). It
 	// defaults to base.workspace.

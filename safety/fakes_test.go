@@ -126,6 +126,13 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *harness {
 	t.Helper()
+	return newHarnessIn(t, mutate, grants, nil)
+}
+
+// newHarnessIn is newHarness for a robot that shares traffic (nil: none)
+// with other harnesses' robots.
+func newHarnessIn(t *testing.T, mutate func(*hwconfig.Config), grants Grants, traffic *Traffic) *harness {
+	t.Helper()
 	cfg := loadConfig(t)
 	if mutate != nil {
 		mutate(cfg)
@@ -133,7 +140,7 @@ func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *har
 	fc := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 	h := &harness{t: t, fc: fc, cfg: cfg, drv: &fakeDriver{clock: fc, link: true}}
 	sup, err := New(Conf{
-		Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(),
+		Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(), Traffic: traffic,
 		Observer: ObserverFunc(func(e Event) { h.evMu.Lock(); h.events = append(h.events, e); h.evMu.Unlock() }),
 	})
 	require.NoError(t, err)

@@ -71,6 +71,20 @@ func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	return s.authorize(a)
 }
 
+// reserveTraffic claims the corridor of a task's base motion among the
+// other robots of the room (Traffic), after every other check passed:
+// only a motion that may go holds one, and a dry run (Admit) holds none.
+func (s *Supervisor) reserveTraffic(a Authorization, cmd robot.Command) error {
+	if s.traffic == nil || cmd.Base == nil || a.TaskID == "" || a.recovery {
+		return nil
+	}
+	from, ok := s.basePose()
+	if !ok {
+		return nil // admit refused a robot without state already
+	}
+	return s.traffic.reserve(s.cfg.Robot.ID, from, cmd.Base.Target)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "no reason given"
@@ -136,6 +150,9 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if err := s.admit(a, cmd); err != nil {
+		return err
+	}
+	if err := s.reserveTraffic(a, cmd); err != nil {
 		return err
 	}
 	if before != nil {

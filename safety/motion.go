@@ -336,6 +336,11 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 	sctx := s.ctx
 	s.mu.Unlock()
 	defer func() {
+		if s.traffic != nil {
+			// The motion is over: the others keep clear of where the
+			// robot is from now on, not of its corridor.
+			s.traffic.release(s.cfg.Robot.ID)
+		}
 		s.mu.Lock()
 		s.active = nil
 		// Execute runs once per task, so once it returns no command of

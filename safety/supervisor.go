@@ -47,6 +47,12 @@ type Conf struct {
 	Logger *slog.Logger
 	// Observer (optional) receives every safety event.
 	Observer Observer
+	// Traffic (optional) is the guard shared by the supervisors of robots
+	// that may meet: with it, a base motion is admitted only on a path
+	// clear of the other robots of its room (Traffic). The room is the
+	// config's world.room; a robot whose config names none shares its
+	// floor with nobody.
+	Traffic *Traffic
 }
 
 // settings are the effective monitor settings after defaults.
@@ -236,6 +242,9 @@ type Supervisor struct {
 	cfg    *hwconfig.Config
 	drv    Driver
 	grants Grants
+	// traffic keeps this robot clear of the others of its room (nil
+	// without a shared room).
+	traffic *Traffic
 	clock  clockwork.Clock
 	log    *slog.Logger
 	limits *Limits
@@ -352,7 +361,18 @@ func New(conf Conf) (*Supervisor, error) {
 	if conf.Observer != nil {
 		s.observers = append(s.observers, &observerEntry{conf.Observer})
 	}
+	if t := conf.Traffic; t != nil && conf.Config.World.Room != "" {
+		s.traffic = t
+		t.join(conf.Config.Robot.ID, conf.Config.World.Room, s.limits.fp.Radius, s.basePose)
+	}
 	return s, nil
+}
+
+// basePose is the base's pose in the newest state, false before the first.
+func (s *Supervisor) basePose() (robot.Pose2D, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last.Base, s.haveState
 }
 
 func effective(c *hwconfig.Config) (settings, error) {

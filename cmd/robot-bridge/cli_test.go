@@ -110,7 +110,7 @@ func TestCommandHelp_NamesArgumentsAndFlagsAndExits0(t *testing.T) {
 		flags     []string // "-name PLACEHOLDER" as the help shows them
 	}{
 		{"serve", "usage: robot-bridge serve [flags]", []string{"-config FILE", "-data-dir DIR", "-listen HOST:PORT", "-log-level LEVEL", "-store ENGINE", "-store-dsn-file FILE"}},
-		{"sim", "usage: robot-bridge sim [flags]", []string{"-broker URL", "-config FILE", "-listen HOST:PORT", "-log-level LEVEL", "-robots N", "-transport KIND"}},
+		{"sim", "usage: robot-bridge sim [flags]", []string{"-broker URL", "-config FILE", "-listen HOST:PORT", "-log-level LEVEL", "-robots N", "-share-connection", "-transport KIND"}},
 		{"check-config", "usage: robot-bridge check-config FILE", nil},
 		{"tools", "usage: robot-bridge tools [flags]", []string{"-config FILE", "-format FORMAT", "-strict"}},
 		{"init", "usage: robot-bridge init [flags]", []string{"-force", "-id ID", "-out FILE", "-ros-master URL", "-timeout DURATION", "-transport KIND"}},

@@ -39,7 +39,7 @@ func toolsCmd(args []string, stdout, stderr io.Writer) int {
 		sayln(stderr, err)
 		return 2
 	}
-	reg, err := toolapi.NewRegistry(cfg)
+	reg, err := toolapi.NewFleetRegistry(cfg, cfg.FleetIDs())
 	if err != nil {
 		sayln(stderr, "robot-bridge tools:", err)
 		return 1
