@@ -245,10 +245,10 @@ type Supervisor struct {
 	// traffic keeps this robot clear of the others of its room (nil
 	// without a shared room).
 	traffic *Traffic
-	clock  clockwork.Clock
-	log    *slog.Logger
-	limits *Limits
-	set    settings
+	clock   clockwork.Clock
+	log     *slog.Logger
+	limits  *Limits
+	set     settings
 
 	obsMu     sync.Mutex
 	observers []*observerEntry // guarded by obsMu
