@@ -125,7 +125,7 @@ func benchFleetBridge(b *testing.B, n int) {
 	var lat, base []time.Duration
 	var cpu, elapsed time.Duration
 	var drops, sent float64
-	calls := 0
+	calls, notOK := 0, 0
 	b.ResetTimer()
 	for range b.N {
 		drop0, sent0, cpu0, t0 := f.dropped(b), f.pub.Sent(), mqtttest.CPUTime(b), time.Now()
@@ -136,7 +136,10 @@ func benchFleetBridge(b *testing.B, n int) {
 			out := call.postRaw(b, body(calls, id))
 			lat = append(lat, time.Since(s))
 			if !bytes.HasPrefix(out, []byte(`{"ok":true,`)) {
-				b.Fatalf("get_robot_state of %s: %s", id, out)
+				// An honest answer — the state is stale or the link
+				// down — that says the bridge is not keeping up: counted,
+				// not timed away.
+				notOK++
 			}
 			s = time.Now()
 			bareCall.postRaw(b, body(calls, id))
@@ -154,6 +157,7 @@ func benchFleetBridge(b *testing.B, n int) {
 	b.ReportMetric(cpu.Seconds()/secs, "cpu_s/s")
 	b.ReportMetric(float64(rss1-f.rss0)/float64(n), "rss_B/robot")
 	b.ReportMetric(drops, "dropped")
+	b.ReportMetric(float64(notOK)/float64(max(calls, 1)), "not_ok_fraction")
 	b.ReportMetric(sent/secs, "sent_states/s")
 	b.ReportMetric(p50, "get_state_p50_ms")
 	b.ReportMetric(p99, "get_state_p99_ms")
