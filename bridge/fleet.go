@@ -352,7 +352,7 @@ func (f fleetTasks) Pause(ctx context.Context, id, by, reason string) (actions.T
 	if err != nil {
 		return actions.TaskView{}, err
 	}
-	return t.Runner.Pause(ctx, id, by, reason)
+	return t.Pause(ctx, id, by, reason)
 }
 
 // Resume resumes the task on its robot.
@@ -361,7 +361,7 @@ func (f fleetTasks) Resume(ctx context.Context, id, by string) (actions.TaskView
 	if err != nil {
 		return actions.TaskView{}, err
 	}
-	return t.Runner.Resume(ctx, id, by)
+	return t.Resume(ctx, id, by)
 }
 
 // Abort aborts the task on its robot.
@@ -370,7 +370,7 @@ func (f fleetTasks) Abort(ctx context.Context, id, by, reason string) (actions.T
 	if err != nil {
 		return actions.TaskView{}, err
 	}
-	return t.Runner.Abort(ctx, id, by, reason)
+	return t.Abort(ctx, id, by, reason)
 }
 
 // metricRobots are the robots as the metrics read them at every scrape.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"github.com/goccy/go-yaml"
+	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
@@ -23,7 +23,7 @@ import (
 )
 
 // The fleet tests run one bridge in front of many simulated robots over a
-// real broker — Debian's mosquitto and the bridge's embedded one. The
+// real broker — Debian's and the bridge's embedded one. The
 // robots are `robot-bridge sim --transport mqtt` in a process of its own,
 // each robot a simulator of its own behind its own MQTT connection, as
 // separate machines would be. The verdicts come from the robots' side:
@@ -123,7 +123,7 @@ func startFleet(t *testing.T, n int, embedded bool) *fleetHarness {
 		// What the transport dropped, and which robots alarm: the first
 		// thing to know of a fleet test that failed.
 		_, m, _ := fh.tryDo("GET", "/metrics", "", nil)
-		for _, line := range strings.Split(fmt.Sprint(m["_raw"]), "\n") {
+		for line := range strings.SplitSeq(fmt.Sprint(m["_raw"]), "\n") {
 			if strings.HasPrefix(line, "robot_bridge_mqtt_dropped_total") && !strings.HasSuffix(line, " 0") {
 				t.Log(line)
 			}
@@ -295,7 +295,7 @@ func TestFleet_HundredRobotsOverMQTT(t *testing.T) {
 		name     string
 		embedded bool
 		robots   int
-	}{{"mosquitto", false, 100}, {"embedded broker", true, 25}} {
+	}{{"debian broker", false, 100}, {"embedded broker", true, 25}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fh := startFleet(t, tc.robots, tc.embedded)
 			require.Len(t, fh.ids, tc.robots)
@@ -423,7 +423,7 @@ func TestFleet_HundredRobotsOverMQTT(t *testing.T) {
 			}
 			t.Logf("fleet e-stop of %d robots: answered after %s, every robot had its stop within %s (control period %s; make bench measures it)",
 				len(fh.ids), answered, last, fh.cfg.Safety.ControlPeriod.D())
-			require.False(t, strings.Contains(fmt.Sprint(body), "warning"), "every stop was delivered: %v", body)
+			require.NotContains(t, fmt.Sprint(body), "warning", "every stop was delivered")
 		})
 	}
 }

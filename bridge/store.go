@@ -206,7 +206,7 @@ func isNotFound(err error) bool {
 // stored returns task id from the store when it is this robot's.
 func (t durableTasks) stored(ctx context.Context, id string) (actions.TaskView, bool) {
 	sv, err := t.st.Task(ctx, id)
-	if err != nil || !(sv.RobotID == t.robot || (sv.RobotID == "" && t.legacy)) {
+	if err != nil || (sv.RobotID != t.robot && (sv.RobotID != "" || !t.legacy)) {
 		return actions.TaskView{}, false
 	}
 	return sv, true

@@ -1,6 +1,7 @@
 package hwconfig
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -172,9 +173,9 @@ func expandFleet(c *Config) ([]*Config, error) {
 // whose paths name the robot (fleet.robots.amr-7.base.max_linear_speed).
 func asFieldErrors(err error, prefix string) []*FieldError {
 	var list []*FieldError
-	if ve, ok := err.(*ValidationError); ok {
+	if ve, ok := errors.AsType[*ValidationError](err); ok {
 		list = ve.Problems
-	} else if fe, ok := err.(*FieldError); ok {
+	} else if fe, ok := errors.AsType[*FieldError](err); ok {
 		list = []*FieldError{fe}
 	} else {
 		list = []*FieldError{{Problem: err.Error()}}
@@ -201,7 +202,7 @@ func (c *Config) override(id string, n ast.Node, tmpl *Config) error {
 		key := kv.Key.String()
 		at := func(err error) error {
 			fe := decodeError(err, kv.Value)
-			if f, ok := fe.(*FieldError); ok && f.Field == "" {
+			if f, ok := errors.AsType[*FieldError](fe); ok && f.Field == "" {
 				f.Field = key
 			}
 			return fe

@@ -2,7 +2,6 @@ package safety
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -53,7 +52,7 @@ func TestTraffic_ARobotsCorridorIsAnObstacleToTheOthersOfItsRoom(t *testing.T) {
 	// Then it is refused ROBOT_BUSY naming a, and nothing reached b
 	require.Equal(t, OutcomeRejected, out.Kind, "%v", out.Err)
 	var te *toolerr.Error
-	require.True(t, errors.As(out.Err, &te), "%v", out.Err)
+	require.ErrorAs(t, out.Err, &te)
 	require.Equal(t, toolerr.RobotBusy, te.Type)
 	require.Equal(t, "a", te.Details["blocked_by"])
 	require.ErrorIs(t, out.Err, ErrTrafficBlocked)

@@ -477,9 +477,9 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// rowSentence is one robot in words: "r2 (Beta, kitchen): stopped at
-// (1.20, 0.40) facing 90°, …; e-stop latched; task t-3 (move_base_to) is
-// executing."
+// rowSentence is one robot in words, like "r2 (Beta, kitchen): stopped
+// at (1.20, 0.40) facing 90°, …; e-stop latched; task t-3 (move_base_to)
+// is executing".
 func rowSentence(r RobotRow) string {
 	var b strings.Builder
 	b.WriteString(r.RobotID)

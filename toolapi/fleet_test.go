@@ -321,7 +321,7 @@ func TestFleet_StopWithoutRobotIDStopsEveryRobotAtOnce(t *testing.T) {
 	env = h.call(ToolStop, args(map[string]any{"robot_id": "r2"}))
 	// Then only r2 stopped again
 	require.True(t, env.OK, "%+v", env.Error)
-	require.EqualValues(t, []int32{1, 2, 1}, []int32{f.stops["r1"].Load(), f.stops["r2"].Load(), f.stops["r3"].Load()})
+	require.Equal(t, []int32{1, 2, 1}, []int32{f.stops["r1"].Load(), f.stops["r2"].Load(), f.stops["r3"].Load()})
 	require.Equal(t, "Stopped r2.", env.Text)
 }
 
