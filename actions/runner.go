@@ -201,9 +201,18 @@ func randomID() string {
 	return "task-" + hex.EncodeToString(b[:])
 }
 
+// robotID is the robot the runner's tasks are for ("" for a runner a
+// unit test built without a config).
+func (r *Runner) robotID() string {
+	if r.cfg == nil {
+		return ""
+	}
+	return r.cfg.Robot.ID
+}
+
 func (r *Runner) viewLocked(t *task) TaskView {
 	v := TaskView{
-		ID: t.id, RobotID: r.cfg.Robot.ID, Tool: t.req.Tool, Arguments: cloneArgs(t.args), Status: t.m.State(), Progress: t.progress,
+		ID: t.id, RobotID: r.robotID(), Tool: t.req.Tool, Arguments: cloneArgs(t.args), Status: t.m.State(), Progress: t.progress,
 		Text: toolerr.Sentence(t.text), ApprovalID: t.approvalID, SessionID: t.req.SessionID, Principal: t.req.Principal,
 		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt,
 	}

@@ -132,7 +132,7 @@ func (r *Runner) submitStop(ctx context.Context, req Request) (TaskView, error) 
 	rep, err := r.Stop(ctx, req.Principal, reason)
 	now := r.clock.Now()
 	v := TaskView{
-		RobotID: r.cfg.Robot.ID, Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
+		RobotID: r.robotID(), Tool: ToolStop, Arguments: cloneArgs(req.Arguments), Status: fsm.Succeeded, Text: rep.Text,
 		Progress: Progress{Fraction: 1, Text: progressStopSent}, Result: map[string]any{"cancelled": rep.Cancelled, "robot": rep.Robot},
 		SessionID: req.SessionID, Principal: req.Principal, CreatedAt: now, UpdatedAt: now,
 	}

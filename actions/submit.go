@@ -133,7 +133,7 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	if r.rec != nil {
 		if err := r.rec.RecordTransition(ctx, TransitionRecord{
-			RobotID: r.cfg.Robot.ID,
+			RobotID: r.robotID(),
 			TaskID:  t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
 			At: now, By: by, Reason: p.preview,
 		}); err != nil {
@@ -156,7 +156,7 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	ar := ApprovalRequest{
 		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
-		RobotID: r.cfg.Robot.ID, Preview: p.preview, Target: p.target, RobotState: r.observe().Summary(), RequestedBy: by, SessionID: req.SessionID,
+		RobotID: r.robotID(), Preview: p.preview, Target: p.target, RobotState: r.observe().Summary(), RequestedBy: by, SessionID: req.SessionID,
 	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {

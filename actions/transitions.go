@@ -49,7 +49,7 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	now := r.clock.Now()
 	r.mu.Lock()
 	rec := TransitionRecord{
-		RobotID: r.cfg.Robot.ID,
+		RobotID: r.robotID(),
 		TaskID:  t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), From: from, To: to, Event: ev,
 		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID,
 	}
