@@ -181,7 +181,7 @@ const (
 // console and /readyz.
 type Status struct {
 	// RobotID is the robot this status is of (hw-config robot.id).
-	RobotID string      `json:"robot_id"`
+	RobotID string      `json:"robot_id,omitempty"`
 	EStop   EStopStatus `json:"estop"`
 	Fault   FaultStatus `json:"fault"`
 	LinkUp  bool        `json:"link_up"`
