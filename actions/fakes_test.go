@@ -30,6 +30,8 @@ type instantRobot struct {
 	stops int
 	// Hold makes goals accepted but never reached.
 	Hold bool
+	// HoldStill (with Hold) reports no motion at all after the goal.
+	HoldStill bool
 	// SendFunc, when set, can fail a send.
 	SendFunc func(robot.Command) error
 	seq      int
@@ -73,8 +75,11 @@ func (d *instantRobot) Send(_ context.Context, cmd robot.Command) error {
 	}
 	d.sent = append(d.sent, cmd)
 	if d.Hold {
-		// Moving, but never arriving.
-		d.st.Joints[0].Velocity = 0.5
+		// Moving, but never arriving — or, with HoldStill, taking the
+		// goal and not yet moving at all.
+		if !d.HoldStill {
+			d.st.Joints[0].Velocity = 0.5
+		}
 		d.publishLocked()
 		return nil
 	}

@@ -269,7 +269,9 @@ func TestCancel_AwaitingApprovalWithdrawsAndSendsNothing(t *testing.T) {
 
 func TestCancel_ExecutingReportsCancelledOnlyWhenStopped(t *testing.T) {
 	b := newBench(t, benchOpt{})
-	b.bot.Hold = true
+	// A robot that took the goal but has not moved yet: its cancel is
+	// "cancelled before it moved" whenever the cancel lands.
+	b.bot.Hold, b.bot.HoldStill = true, true
 	v, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
 	require.NoError(t, err)
 	b.approve(v)
