@@ -52,6 +52,7 @@ func TestE2E_FaultDuringAgentTaskRaisesAnEscalation(t *testing.T) {
 	require.Equal(t, "agent", e["agent"])
 	require.Equal(t, "s-fault", e["session_id"])
 	require.Equal(t, id, e["task_id"])
+	require.Equal(t, h.b.RobotIDs()[0], e["robot_id"], "the escalation names the robot whose fault it is")
 	require.Contains(t, e["summary"], "A fault latched during task "+id)
 	require.Contains(t, e["summary"], "Every motion is refused until an operator clears the fault.")
 	require.NotContains(t, e["summary"], "..")

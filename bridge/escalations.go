@@ -61,7 +61,10 @@ func (b *Bridge) faultEscalation(e safety.Event) {
 		}
 		sum := fmt.Sprintf("A fault latched during task %s (%s): %s. Every motion is refused until an operator clears the fault.",
 			v.ID, v.Tool, strings.TrimSuffix(strings.TrimSpace(e.Reason), "."))
-		if _, err := b.api.Escalate(context.Background(), v.Principal, v.SessionID, v.ID, sum, escalation.SourceFault); err != nil {
+		if b.fleet() {
+			sum = "Robot " + s.id + ": " + sum
+		}
+		if _, err := b.api.Escalate(context.Background(), v.Principal, v.SessionID, v.ID, s.id, sum, escalation.SourceFault); err != nil {
 			b.log.Warn("fault escalation not filed", "task_id", v.ID, "err", err)
 		}
 	})

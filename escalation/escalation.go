@@ -85,8 +85,11 @@ type Escalation struct {
 	// SessionID is the agent's session_id, empty for calls without one.
 	SessionID string `json:"session_id,omitempty"`
 	// Agent is the credential whose session it is.
-	Agent     string    `json:"agent"`
-	TaskID    string    `json:"task_id,omitempty"`
+	Agent  string `json:"agent"`
+	TaskID string `json:"task_id,omitempty"`
+	// RobotID is the robot the escalation is about, empty when it is
+	// about none (or the whole fleet).
+	RobotID   string    `json:"robot_id,omitempty"`
 	Summary   string    `json:"summary"`
 	Source    Source    `json:"source"`
 	CreatedAt time.Time `json:"created_at"`
@@ -231,6 +234,7 @@ type OpenRequest struct {
 	SessionID string
 	Agent     string
 	TaskID    string
+	RobotID   string
 	Summary   string
 	Source    Source
 	Recent    []Call
@@ -251,7 +255,7 @@ func (s *Service) Open(ctx context.Context, r OpenRequest) (Escalation, error) {
 		recent = recent[len(recent)-MaxRecent:]
 	}
 	e := Escalation{
-		ID: "esc_" + s.conf.NewID(), SessionID: r.SessionID, Agent: r.Agent, TaskID: r.TaskID, Summary: sum,
+		ID: "esc_" + s.conf.NewID(), SessionID: r.SessionID, Agent: r.Agent, TaskID: r.TaskID, RobotID: r.RobotID, Summary: sum,
 		Source: r.Source, CreatedAt: s.conf.Clock.Now(), Status: StatusOpen, Recent: append([]Call{}, recent...),
 	}
 	if err := s.save(ctx, e); err != nil {

@@ -50,7 +50,7 @@ func (s *Store) SaveEscalation(ctx context.Context, e escalation.Escalation) err
 			return err
 		}
 		_, err := insertAudit(ctx, tx, AuditRecord{
-			At: at, Type: typ, Actor: actor, TaskID: e.TaskID, Subject: e.ID, Summary: summary, Reason: reason,
+			At: at, Type: typ, Actor: actor, TaskID: e.TaskID, RobotID: e.RobotID, Subject: e.ID, Summary: summary, Reason: reason,
 		}, e)
 		return err
 	})

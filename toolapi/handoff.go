@@ -148,12 +148,14 @@ func (s *Server) requestHelp(ctx context.Context, p Principal, u *unit, req Call
 	if taskID != "" && !s.sessionTask(p, u, req.SessionID, taskID) {
 		return fail(fieldError("task_id", cutText(taskID, 64), "the id of one of this session's tasks, or no task_id"))
 	}
+	robotID := ""
 	if s.multi() && u != nil {
-		// The operator must know which robot: until an escalation carries
-		// a robot of its own, its summary names it.
+		// The escalation carries its robot, and its summary names it for
+		// an operator reading the text alone.
+		robotID = u.id
 		sum = cutText("Robot "+u.id+": "+sum, escalation.MaxTextLen)
 	}
-	e, err := s.escalate(ctx, p.Name, req.SessionID, taskID, sum, escalation.SourceAgent)
+	e, err := s.escalate(ctx, p.Name, req.SessionID, taskID, robotID, sum, escalation.SourceAgent)
 	if err != nil {
 		return fail(err)
 	}
@@ -183,9 +185,9 @@ func (s *Server) sessionTask(p Principal, u *unit, session, id string) bool {
 }
 
 // escalate files an escalation with the session's recent calls.
-func (s *Server) escalate(ctx context.Context, agent, session, taskID, summary string, src escalation.Source) (escalation.Escalation, error) {
+func (s *Server) escalate(ctx context.Context, agent, session, taskID, robotID, summary string, src escalation.Source) (escalation.Escalation, error) {
 	e, err := s.conf.Escalations.Open(ctx, escalation.OpenRequest{
-		SessionID: session, Agent: agent, TaskID: taskID, Summary: summary, Source: src,
+		SessionID: session, Agent: agent, TaskID: taskID, RobotID: robotID, Summary: summary, Source: src,
 		Recent: s.hist.recent(agent + "\x00" + session),
 	})
 	if err != nil {
@@ -199,10 +201,10 @@ func (s *Server) escalate(ctx context.Context, agent, session, taskID, summary s
 }
 
 // Escalate files an escalation the bridge raises by itself (a fault that
-// latched during the agent's task) for agent's session, with the
-// session's recent tool calls.
-func (s *Server) Escalate(ctx context.Context, agent, session, taskID, summary string, src escalation.Source) (escalation.Escalation, error) {
-	return s.escalate(ctx, agent, session, taskID, summary, src)
+// latched during the agent's task on robot robotID) for agent's session,
+// with the session's recent tool calls.
+func (s *Server) Escalate(ctx context.Context, agent, session, taskID, robotID, summary string, src escalation.Source) (escalation.Escalation, error) {
+	return s.escalate(ctx, agent, session, taskID, robotID, summary, src)
 }
 
 // loopEscalation raises one escalation for the session's loop episode:
@@ -215,7 +217,7 @@ func (s *Server) loopEscalation(ctx context.Context, p Principal, req CallReques
 		return
 	}
 	sum := "The agent's session repeats a failing call: " + strings.TrimSuffix(le.Message, ".") + ". The bridge refuses it with LOOP_DETECTED."
-	if _, err := s.escalate(context.WithoutCancel(ctx), p.Name, req.SessionID, "", sum, escalation.SourceLoopDetected); err != nil {
+	if _, err := s.escalate(context.WithoutCancel(ctx), p.Name, req.SessionID, "", "", sum, escalation.SourceLoopDetected); err != nil {
 		s.log.Warn("loop escalation not filed", "principal", p.Name, "session_id", req.SessionID, "err", err)
 	}
 }
