@@ -98,24 +98,12 @@ func (l *Link) Start(ctx context.Context) error {
 	}
 	l.started = true
 	l.mu.Unlock()
-	o := paho.NewClientOptions().AddBroker(l.conn.Broker).SetClientID(l.conn.ClientID).
-		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
-		SetMaxReconnectInterval(l.conn.ReconnectMax).SetKeepAlive(l.conn.KeepAlive).
-		SetPingTimeout(max(l.conn.KeepAlive/2, time.Second)).SetConnectTimeout(5 * time.Second).
-		SetWriteTimeout(time.Second).SetOrderMatters(true).
-		SetOnConnectHandler(func(c paho.Client) { go l.onConnect(c) }).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			l.mu.Lock()
-			l.online = false
-			l.mu.Unlock()
-			l.log.Warn("simnode: the link's connection to the broker was lost", "err", err)
-		})
-	if l.conn.Username != "" {
-		o.SetUsername(l.conn.Username).SetPassword(l.conn.Password)
-	}
-	if l.conn.TLS != nil {
-		o.SetTLSConfig(l.conn.TLS)
-	}
+	o := clientOptions(l.conn, func(c paho.Client) { go l.onConnect(c) }, func(err error) {
+		l.mu.Lock()
+		l.online = false
+		l.mu.Unlock()
+		l.log.Warn("simnode: the link's connection to the broker was lost", "err", err)
+	})
 	c := paho.NewClient(o)
 	l.mu.Lock()
 	l.client = c
@@ -247,4 +235,24 @@ func (l *Link) publish(topic string, qos byte, retained bool, payload any) paho.
 		return nil
 	}
 	return c.Publish(topic, qos, retained, payload)
+}
+
+// clientOptions are a simulated robot's (or a link's) paho options: a
+// clean session that reconnects by itself, keepalive and backoff from the
+// config, ordered delivery, the credentials and TLS of conn.
+func clientOptions(conn mqtt.Connection, onConnect func(paho.Client), onLost func(error)) *paho.ClientOptions {
+	o := paho.NewClientOptions().AddBroker(conn.Broker).SetClientID(conn.ClientID).
+		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
+		SetMaxReconnectInterval(conn.ReconnectMax).SetKeepAlive(conn.KeepAlive).
+		SetPingTimeout(max(conn.KeepAlive/2, time.Second)).SetConnectTimeout(5 * time.Second).
+		SetWriteTimeout(time.Second).SetOrderMatters(true).
+		SetOnConnectHandler(onConnect).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { onLost(err) })
+	if conn.Username != "" {
+		o.SetUsername(conn.Username).SetPassword(conn.Password)
+	}
+	if conn.TLS != nil {
+		o.SetTLSConfig(conn.TLS)
+	}
+	return o
 }

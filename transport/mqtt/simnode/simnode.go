@@ -186,26 +186,12 @@ func (n *Node) Start(ctx context.Context) error {
 		n.log.Debug("simulated robot online over the shared MQTT link", "state", n.topics.State())
 		return nil
 	}
-	o := paho.NewClientOptions().AddBroker(n.conn.Broker).SetClientID(n.conn.ClientID).
-		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
-		SetMaxReconnectInterval(n.conn.ReconnectMax).SetKeepAlive(n.conn.KeepAlive).
-		SetPingTimeout(max(n.conn.KeepAlive/2, time.Second)).SetConnectTimeout(5*time.Second).
-		SetWriteTimeout(time.Second).SetOrderMatters(true).
-		SetWill(n.topics.Status(), mqtt.StatusOffline, 1, true).
-		SetCustomOpenConnectionFn(n.open).
-		SetOnConnectHandler(func(c paho.Client) { go n.onConnect(c) }).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			n.mu.Lock()
-			n.online = false
-			n.mu.Unlock()
-			n.log.Warn("simnode: connection to the broker lost", "err", err)
-		})
-	if n.conn.Username != "" {
-		o.SetUsername(n.conn.Username).SetPassword(n.conn.Password)
-	}
-	if n.conn.TLS != nil {
-		o.SetTLSConfig(n.conn.TLS)
-	}
+	o := clientOptions(n.conn, func(c paho.Client) { go n.onConnect(c) }, func(err error) {
+		n.mu.Lock()
+		n.online = false
+		n.mu.Unlock()
+		n.log.Warn("simnode: connection to the broker lost", "err", err)
+	}).SetWill(n.topics.Status(), mqtt.StatusOffline, 1, true).SetCustomOpenConnectionFn(n.open)
 	n.client = paho.NewClient(o)
 	n.client.Connect()
 	deadline := time.Now().Add(10 * time.Second)
