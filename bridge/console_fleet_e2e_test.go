@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -388,16 +387,6 @@ func BenchmarkConsoleFleetStateToDOM(b *testing.B) {
 	)
 	page.poll("live", `document.getElementById('app').dataset.live === 'open' && document.querySelectorAll('#fleet li').length === 100`, 30*time.Second)
 
-	evalJS[bool](page, `(window.__rbLatencies = [], window.__rbMeasure = true, true)`)
-	b.ResetTimer()
-	for i := range b.N {
-		page.poll("next state event", `window.__rbLatencies.length > `+strconv.Itoa(i), 10*time.Second)
-	}
-	b.StopTimer()
-	lat := evalJS[[]float64](page, `window.__rbLatencies`)
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	b.ReportMetric(pct(0.50), "p50_ms")
-	b.ReportMetric(pct(0.99), "p99_ms")
+	lat := measureStateToDOM(b, page)
 	b.ReportMetric(float64(len(lat))/b.Elapsed().Seconds(), "events/s")
 }
