@@ -133,16 +133,27 @@ func newHarness(t *testing.T, mutate func(*hwconfig.Config), grants Grants) *har
 // with other harnesses' robots.
 func newHarnessIn(t *testing.T, mutate func(*hwconfig.Config), grants Grants, traffic *Traffic) *harness {
 	t.Helper()
+	return newHarnessConf(t, mutate, grants, func(c *Conf) { c.Traffic = traffic })
+}
+
+// newHarnessConf is newHarness with the supervisor's Conf changed by
+// conf before New.
+func newHarnessConf(t *testing.T, mutate func(*hwconfig.Config), grants Grants, conf func(*Conf)) *harness {
+	t.Helper()
 	cfg := loadConfig(t)
 	if mutate != nil {
 		mutate(cfg)
 	}
 	fc := clockwork.NewFakeClockAt(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 	h := &harness{t: t, fc: fc, cfg: cfg, drv: &fakeDriver{clock: fc, link: true}}
-	sup, err := New(Conf{
-		Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(), Traffic: traffic,
+	c := Conf{
+		Config: cfg, Driver: h.drv, Grants: grants, Clock: fc, Logger: quietLogger(),
 		Observer: ObserverFunc(func(e Event) { h.evMu.Lock(); h.events = append(h.events, e); h.evMu.Unlock() }),
-	})
+	}
+	if conf != nil {
+		conf(&c)
+	}
+	sup, err := New(c)
 	require.NoError(t, err)
 	h.sup = sup
 	stowed, err := cfg.PoseJoints("stowed")

@@ -57,6 +57,8 @@ func tripWhat(tool string, t *Trip) string {
 		return "The robot stopped sending its state during " + step + "."
 	case TripLinkDown:
 		return "The link to the robot went down during " + step + "."
+	case TripLeaseLost:
+		return "This bridge lost the robot's lease during " + step + ", so it may no longer command the robot."
 	case TripDeadline:
 		if t.limit > 0 {
 			return step + " did not finish within its " + robot.FormatAge(t.limit) + " time limit."
@@ -131,6 +133,8 @@ func (s *Supervisor) faultWords(tool string, cause faultCause, out Outcome) Faul
 		w.Check = "Check the bridge's data disk, the robot's pose and the area around it, then clear the fault."
 	case out.Trip != nil && (out.Trip.Kind == TripSilence || out.Trip.Kind == TripLinkDown):
 		w.Check = "Check the robot's network link and that the robot is at rest, then clear the fault."
+	case out.Trip != nil && out.Trip.Kind == TripLeaseLost:
+		w.Check = "Check the bridges' link to the database and which bridge drives the robot now, check that the robot is at rest, then clear the fault."
 	case out.Trip != nil && out.Trip.Kind == TripLimitBreach:
 		w.Check = "Check where the robot is, move it back inside its allowed area by hand if needed, then clear the fault."
 	case out.Trip != nil && out.Trip.Kind == TripDriverError:

@@ -52,6 +52,9 @@ func (s *Supervisor) admit(a Authorization, cmd robot.Command) error {
 	if isHeld && a.TaskID != "" && !a.recovery && (hold.kind == holdAbort || !a.resume) {
 		return hold.refusal(a.TaskID)
 	}
+	if err := s.fenceErr(); err != nil {
+		return err
+	}
 	if !s.drv.LinkUp() {
 		return unavailable("the robot link is down", s.set.stateTimeout*2)
 	}
@@ -162,6 +165,11 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 			}
 			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)
 		}
+	}
+	// The lease may have lapsed while the transition was committed: ask
+	// the fence again right before the command leaves.
+	if err := s.fenceErr(); err != nil {
+		return err
 	}
 	if cmd.ID == "" {
 		// Transports that may deliver twice drop duplicates by id, so

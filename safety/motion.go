@@ -975,6 +975,9 @@ func (r *run) check(now, at time.Time, have bool, st robot.State) *check {
 	if !s.drv.LinkUp() {
 		return &check{kind: TripLinkDown, detail: "the robot link went down", err: ErrLinkDown}
 	}
+	if err := s.fenceErr(); err != nil {
+		return &check{kind: TripLeaseLost, detail: "this bridge may no longer command the robot: " + toolerr.As(err).Message, err: err}
+	}
 	if !have || now.Sub(at) > s.set.stateTimeout {
 		age := now.Sub(at)
 		if !have {

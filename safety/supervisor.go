@@ -53,6 +53,10 @@ type Conf struct {
 	// config's world.room; a robot whose config names none shares its
 	// floor with nobody.
 	Traffic *Traffic
+	// Fence (optional) says whether this bridge may command the robot
+	// now: its lease, in a cluster of bridges. Without one the bridge
+	// always may. Stops never ask it.
+	Fence Fence
 }
 
 // settings are the effective monitor settings after defaults.
@@ -245,6 +249,7 @@ type Supervisor struct {
 	// traffic keeps this robot clear of the others of its room (nil
 	// without a shared room).
 	traffic *Traffic
+	fence   Fence
 	clock   clockwork.Clock
 	log     *slog.Logger
 	limits  *Limits
@@ -353,7 +358,7 @@ func New(conf Conf) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{
-		cfg: conf.Config, drv: conf.Driver, grants: conf.Grants, clock: conf.Clock,
+		cfg: conf.Config, drv: conf.Driver, grants: conf.Grants, clock: conf.Clock, fence: conf.Fence,
 		log:    conf.Logger.With("component", "safety"),
 		limits: lim, set: set, done: make(chan struct{}),
 		stopCtxDur: time.Second, stopReq: map[string]StopRequest{}, holdReq: map[string]holdRequest{},
