@@ -67,6 +67,15 @@ type Command struct {
 	Base    *BaseGoal    `json:"base,omitempty"`
 	Arm     *ArmGoal     `json:"arm,omitempty"`
 	Gripper *GripperGoal `json:"gripper,omitempty"`
+	// Epoch is the lease epoch of the bridge that sends the command, in a
+	// cluster of bridges (0, and omitted, for a bridge on its own). A robot
+	// keeps the newest epoch it has seen and refuses a motion command with
+	// an older one, so a bridge whose lease was taken over can never move
+	// the robot again.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Bridge is the id of the bridge that sends the command, in a cluster
+	// ("" and omitted otherwise); for logs and refusals.
+	Bridge string `json:"bridge,omitempty"`
 }
 
 // Validate checks that the command is well-formed (not that it is safe).

@@ -46,6 +46,11 @@ var (
 	ErrRobotEStop = errors.New("robot e-stop engaged")
 	// ErrUnknownFault means no injected fault has the given id.
 	ErrUnknownFault = errors.New("unknown fault id")
+	// ErrStaleEpoch means a motion command carried a lease epoch older
+	// than the newest the robot has seen: it comes from a bridge that no
+	// longer holds the robot's lease (another bridge took the robot over),
+	// and is refused whatever it asks.
+	ErrStaleEpoch = errors.New("stale_epoch")
 )
 
 // RejectError says why the robot refused a command and which field was at
@@ -101,6 +106,10 @@ const (
 	EventGoalReached   = "goal_reached"
 	EventArmReached    = "arm_reached"
 	EventBatteryEmpty  = "battery_empty"
+	// EventBridgeOffline: the bridge that last commanded the robot said
+	// offline (its last will, in a cluster of bridges), and the robot
+	// stopped.
+	EventBridgeOffline = "bridge_offline"
 )
 
 // LogEntry is one command or stop as the robot received it.
@@ -117,6 +126,13 @@ type LogEntry struct {
 	Duplicate bool           `json:"duplicate,omitempty"`
 	Error     string         `json:"error,omitempty"`
 	Command   *robot.Command `json:"command,omitempty"`
+	// Epoch and Bridge are the lease epoch and bridge id the command or
+	// stop carried (a cluster of bridges); zero and omitted otherwise.
+	Epoch  uint64 `json:"epoch,omitempty"`
+	Bridge string `json:"bridge,omitempty"`
+	// Reason says why the robot stopped on its own (a stop it was not
+	// sent, e.g. on the commanding bridge's last will).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Odometry is the total motion since the simulator started, as ground
@@ -143,6 +159,12 @@ type Counters struct {
 	Collisions    int `json:"collisions"`
 	StatesDropped int `json:"states_dropped"`
 	Steps         int `json:"steps"`
+	// StaleEpoch counts motion commands refused for a lease epoch older
+	// than the newest the robot has seen (also counted in Rejected).
+	StaleEpoch int `json:"stale_epoch,omitempty"`
+	// StaleRefreshes counts refreshes ignored for an older epoch: they do
+	// not feed the command watchdog.
+	StaleRefreshes int `json:"stale_refreshes,omitempty"`
 }
 
 type object struct {
@@ -243,6 +265,10 @@ type Sim struct {
 	noisePose  robot.Pose2D
 	noiseQ     []float64
 	noisePx    float64
+	// epoch is the newest lease epoch seen on a command, stop or refresh
+	// the robot obeyed; epochBy the bridge that sent it.
+	epoch   uint64
+	epochBy string
 }
 
 // Option changes how New builds a simulator.
@@ -538,25 +564,87 @@ func (s *Sim) drainBattery(dt float64) {
 }
 
 // Refresh tells the command watchdog that the supervisor is still watching
-// the current motion.
-func (s *Sim) Refresh() {
+// the current motion. It is RefreshFrom(0, ""): with no epoch, as a bridge
+// on its own sends it, it feeds the watchdog only while the robot has seen
+// no epoch.
+func (s *Sim) Refresh() { s.RefreshFrom(0, "") }
+
+// RefreshFrom is a refresh sent by bridge under lease epoch. One with an
+// epoch older than the newest the robot has seen comes from a bridge that
+// lost the robot's lease: it is ignored (counted as StaleRefreshes) and
+// does not feed the watchdog, so the old bridge cannot keep a motion
+// alive. Otherwise it feeds the watchdog and raises the newest epoch to
+// epoch. It reports whether it fed the watchdog.
+func (s *Sim) RefreshFrom(epoch uint64, bridge string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if epoch < s.epoch {
+		s.counters.StaleRefreshes++
+		return false
+	}
+	s.raiseEpoch(epoch, bridge)
 	s.lastCmd = s.now
 	s.counters.Refreshes++
+	return true
+}
+
+// raiseEpoch makes epoch the newest when it is newer. Caller holds mu.
+func (s *Sim) raiseEpoch(epoch uint64, bridge string) {
+	if epoch > s.epoch {
+		s.epoch, s.epochBy = epoch, bridge
+	}
+}
+
+// Epoch is the newest lease epoch the robot has seen on a command, stop
+// or refresh it obeyed (0 when none carried one).
+func (s *Sim) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// EpochBridge is the bridge that sent the newest epoch ("" when unknown).
+func (s *Sim) EpochBridge() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epochBy
 }
 
 // Stop cancels every goal, brings the base to rest at its maximum
 // deceleration, holds the arm where it is and the gripper as it is. It
-// always succeeds, also while the robot's e-stop is engaged.
-func (s *Sim) Stop() {
+// always succeeds, also while the robot's e-stop is engaged. It is
+// StopFrom(0, "").
+func (s *Sim) Stop() { s.StopFrom(0, "") }
+
+// StopFrom is a stop sent by bridge under lease epoch. A stop is always
+// obeyed, whatever its epoch (stopping is always safe); one with a newer
+// epoch than the robot has seen raises the newest epoch, which fences
+// every older bridge's motion commands from then on (a bridge that takes a
+// robot over stops it first). It is logged with its epoch and bridge.
+func (s *Sim) StopFrom(epoch uint64, bridge string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.raiseEpoch(epoch, bridge)
+	s.stopLocked(LogEntry{Time: s.now, Op: "stop", Accepted: true, Epoch: epoch, Bridge: bridge})
+}
+
+// BridgeOffline stops the robot as Stop does, because bridge, the bridge
+// that last commanded it, said offline (its last will): logged as a stop
+// naming the bridge and the reason, and as an EventBridgeOffline event.
+func (s *Sim) BridgeOffline(bridge string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	why := fmt.Sprintf("bridge %s, which last commanded the robot, is offline (its last will)", bridge)
+	s.stopLocked(LogEntry{Time: s.now, Op: "stop", Accepted: true, Bridge: bridge, Reason: why})
+	s.event(EventBridgeOffline, why+": stopped")
+}
+
+func (s *Sim) stopLocked(e LogEntry) {
 	s.goal = nil
 	s.holdArm()
 	s.grip.moving = false
 	s.counters.Stops++
-	s.log = trim(append(s.log, LogEntry{Time: s.now, Op: "stop", Accepted: true}))
+	s.log = trim(append(s.log, e))
 }
 
 func (s *Sim) holdArm() {
@@ -574,7 +662,18 @@ func (s *Sim) Command(cmd robot.Command) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := cmd
-	entry := LogEntry{Time: s.now, Op: "command", ID: cmd.ID, Kind: cmd.Kind.String(), Command: cloneCommand(&c)}
+	entry := LogEntry{Time: s.now, Op: "command", ID: cmd.ID, Kind: cmd.Kind.String(), Command: cloneCommand(&c), Epoch: cmd.Epoch, Bridge: cmd.Bridge}
+	if cmd.Epoch < s.epoch {
+		// Before everything else, a re-sent id included: the sender no
+		// longer holds the robot's lease.
+		err := &RejectError{ID: cmd.ID, Reason: s.staleReason("motion command", cmd.Epoch, cmd.Bridge), cause: ErrStaleEpoch}
+		entry.Error = err.Error()
+		s.counters.Rejected++
+		s.counters.StaleEpoch++
+		s.log = trim(append(s.log, entry))
+		return err
+	}
+	s.raiseEpoch(cmd.Epoch, cmd.Bridge)
 	if _, dup := s.seen[cmd.ID]; dup && cmd.ID != "" {
 		entry.Accepted, entry.Duplicate = true, true
 		s.counters.Duplicates++
@@ -595,6 +694,20 @@ func (s *Sim) Command(cmd robot.Command) error {
 	}
 	s.log = trim(append(s.log, entry))
 	return err
+}
+
+// staleReason says why a message of an older epoch is refused; it starts
+// with "stale_epoch: " (the MQTT contract's ack reason). Caller holds mu.
+func (s *Sim) staleReason(what string, epoch uint64, bridge string) string {
+	from := fmt.Sprintf("epoch %d", epoch)
+	if bridge != "" {
+		from += " (bridge " + bridge + ")"
+	}
+	newest := fmt.Sprintf("epoch %d", s.epoch)
+	if s.epochBy != "" {
+		newest += " (bridge " + s.epochBy + ")"
+	}
+	return fmt.Sprintf("stale_epoch: %s of %s is older than the newest the robot has seen, %s; the sender no longer holds the robot's lease", what, from, newest)
 }
 
 func cloneCommand(c *robot.Command) *robot.Command {
@@ -810,6 +923,10 @@ type Truth struct {
 	Odometry   Odometry       `json:"odometry"`
 	Counters   Counters       `json:"counters"`
 	FaultCodes []string       `json:"fault_codes,omitempty"`
+	// Epoch is the newest lease epoch the robot has seen and EpochBridge
+	// the bridge that sent it (a cluster of bridges; omitted otherwise).
+	Epoch       uint64 `json:"epoch,omitempty"`
+	EpochBridge string `json:"epoch_bridge,omitempty"`
 }
 
 // Truth returns the exact state of the simulated world.
@@ -820,7 +937,7 @@ func (s *Sim) Truth() Truth {
 		Time: s.now, Base: s.pose, Velocity: robot.Twist2D{V: s.v, W: s.w},
 		InView: slices.Clone(s.inView), BaseGoal: s.goal != nil, ArmGoal: s.armActive,
 		EStop: s.estop, Battery: s.battery, Odometry: s.odo, Counters: s.counters,
-		FaultCodes: s.faultCodes(),
+		FaultCodes: s.faultCodes(), Epoch: s.epoch, EpochBridge: s.epochBy,
 	}
 	if t.InView == nil {
 		t.InView = []string{}
