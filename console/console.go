@@ -189,6 +189,11 @@ var forwardRoutes = []string{
 	"POST /console/api/tasks/{id}/abort",
 	"GET /console/api/escalations",
 	"POST /console/api/escalations/{id}/answer",
+	// Several bridges in front of one fleet: who holds which robot, and
+	// the operator's takeover of a dead bridge's robots.
+	"GET /console/api/cluster",
+	"POST /console/api/cluster/takeover",
+	"POST /console/api/cluster/release",
 }
 
 // Routes lists every console route with its method ("GET /console/", …),

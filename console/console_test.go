@@ -215,6 +215,9 @@ func TestForward_RewritesToV1AndStripsConsoleCredentials(t *testing.T) {
 		{"GET", "/console/api/safety", "/v1/safety"},
 		{"GET", "/console/api/escalations", "/v1/escalations"},
 		{"POST", "/console/api/escalations/esc_1/answer", "/v1/escalations/esc_1/answer"},
+		{"GET", "/console/api/cluster", "/v1/cluster"},
+		{"POST", "/console/api/cluster/takeover", "/v1/cluster/takeover"},
+		{"POST", "/console/api/cluster/release", "/v1/cluster/release"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			n := len(f.op.requests())

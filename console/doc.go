@@ -11,9 +11,17 @@
 // per-session CSRF token sent in a header (compared in constant time) and
 // refuses cross-origin requests. And it forwards the page's calls
 // (/console/api/approvals/…, /grants/…, /estop…, /faults/clear,
-// /tasks/{id}/cancel) to the bridge's /v1/ operator API as the operator, so
-// approvals, grants, the e-stop latch and task cancellation run through
-// exactly the code an API client reaches.
+// /tasks/{id}/cancel, /cluster…) to the bridge's /v1/ operator API as the
+// operator, so approvals, grants, the e-stop latch, task cancellation and
+// the takeover of a dead bridge's robots run through exactly the code an
+// API client reaches.
+//
+// When several bridges share one fleet (GET /console/api/cluster says
+// enabled), the page shows a Bridges panel: each bridge, alive or how long
+// it has been silent, and every robot by the bridge that holds its lease.
+// Robots whose bridge went silent are an alarm; taking them over is one
+// button per dead bridge (or per robot) and a confirmation that says what
+// happens and shows whether each robot reports itself at rest.
 //
 // The live view is a Server-Sent Events stream of the bridge's event bus
 // (events.Bus): the same stream serves GET /v1/events for API clients with
