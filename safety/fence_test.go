@@ -118,3 +118,33 @@ func TestFence_ALeaseThatLapsesWhileTheTransitionIsCommittedSendsNothing(t *test
 	require.ErrorIs(t, out.Err, ErrFenced)
 	require.Empty(t, h.drv.sentCommands())
 }
+
+func TestMirrorLatches_SetsAndReleasesExactlyWhatTheOwnerRecorded(t *testing.T) {
+	// Given a robot another bridge drives (this bridge holds no lease)
+	f := &testFence{}
+	f.set(errors.New("driven by bridge a"))
+	h := fencedHarness(t, f)
+	since := h.fc.Now()
+
+	// When the owner's e-stop and fault are mirrored
+	require.True(t, h.sup.MirrorLatches(EStopStatus{Active: true, By: "op", Reason: "pressed on bridge a", Since: since},
+		FaultStatus{Latched: true, Reason: "recovery failed", Since: since}))
+
+	// Then both are latched here, with the owner's cause, and no event was
+	// emitted (the owner recorded them)
+	st := h.sup.Status()
+	require.True(t, st.EStop.Active)
+	require.Equal(t, "pressed on bridge a", st.EStop.Reason)
+	require.True(t, st.Fault.Latched)
+	require.NotEmpty(t, st.Fault.What)
+	require.Empty(t, h.eventsOf(EventEStopPressed))
+	require.Empty(t, h.eventsOf(EventFaultLatched))
+	require.False(t, h.sup.MirrorLatches(st.EStop, st.Fault), "mirroring the same latches again changed something")
+
+	// When the owner resets both, the mirror releases both
+	require.True(t, h.sup.MirrorLatches(EStopStatus{}, FaultStatus{}))
+	st = h.sup.Status()
+	require.False(t, st.EStop.Active)
+	require.False(t, st.Fault.Latched)
+	require.Empty(t, h.eventsOf(EventEStopReset))
+}

@@ -37,3 +37,43 @@ func (s *Supervisor) RestoreLatches(estop EStopStatus, fault FaultStatus) {
 		s.log.Warn("fault latch restored from the store; an operator must clear it", "reason", fault.Reason, "task", fault.TaskID, "since", fault.Since)
 	}
 }
+
+// MirrorLatches makes the e-stop and fault latches exactly what another
+// bridge recorded for this robot, setting and releasing alike. It is for a
+// robot this bridge does not command — in a cluster of bridges, a robot
+// whose lease another bridge holds, so the fence refuses every motion here
+// whatever the latches say — so that the bridge answers every reader
+// truly and, should it take the robot over, starts from the owner's
+// latches. Like RestoreLatches it emits no event (the owner recorded the
+// change), and a motion that is somehow running is poked so it sees a new
+// e-stop at once. It reports whether anything changed.
+func (s *Supervisor) MirrorLatches(estop EStopStatus, fault FaultStatus) bool {
+	s.mu.Lock()
+	changed := s.estop.Active != estop.Active || s.fault.Latched != fault.Latched
+	if estop.Active != s.estop.Active || (estop.Active && s.estop != estop) {
+		s.estop = estop
+		if !estop.Active {
+			s.estop = EStopStatus{}
+		}
+		s.latchGen++
+	}
+	if fault.Latched != s.fault.Latched {
+		if fault.Latched && fault.What == "" {
+			fault.FaultWords = restoredFaultWords()
+		}
+		if !fault.Latched {
+			fault = FaultStatus{}
+		}
+		s.fault = fault
+		s.latchGen++
+	}
+	a := s.active
+	s.mu.Unlock()
+	if a != nil {
+		a.poke()
+	}
+	if changed {
+		s.log.Info("latches mirrored from the robot's owning bridge", "estop", estop.Active, "fault", fault.Latched)
+	}
+	return changed
+}
