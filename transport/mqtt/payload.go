@@ -154,6 +154,10 @@ type State struct {
 // delivers it. A motion command carries a Deadline; a robot that receives
 // it later refuses it (ack failed), so a command held up by a broker or a
 // reconnect never starts a motion nobody waits for any more.
+//
+// In a cluster of bridges every command (motion, stop, refresh) also
+// carries the sender's lease Epoch and Bridge id (both omitted otherwise);
+// see the package doc, "Fencing", for what a robot does with them.
 type Command struct {
 	V        int                `json:"v"`
 	ID       string             `json:"id"`
@@ -163,6 +167,35 @@ type Command struct {
 	Base     *robot.BaseGoal    `json:"base,omitempty"`
 	Arm      *robot.ArmGoal     `json:"arm,omitempty"`
 	Gripper  *robot.GripperGoal `json:"gripper,omitempty"`
+	// Epoch is the sender's lease epoch (a cluster of bridges; 0 and
+	// omitted otherwise), at most MaxEpoch.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Bridge is the sender's bridge id (a cluster of bridges; omitted
+	// otherwise): [a-z0-9][a-z0-9._-]{0,31}.
+	Bridge string `json:"bridge,omitempty"`
+}
+
+// MaxEpoch is the largest epoch a payload may carry, 2^53-1: every JSON
+// implementation reads an integer up to it exactly.
+const MaxEpoch = 1<<53 - 1
+
+// ValidBridgeID reports whether id is a bridge id: 1 to 32 characters of
+// a-z, 0-9, '.', '_' and '-', starting with a letter or digit. It is one
+// level of a topic (ClusterBridge) and safe in logs.
+func ValidBridgeID(id string) bool {
+	if id == "" || len(id) > 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Ack is {prefix}/{id}/ack (schema/ack.schema.json): the robot's answer to
@@ -464,6 +497,17 @@ func DecodeCommand(raw []byte) (Command, error) {
 	if err := decodeStrict(raw, &c, withOptional(commandFields, commandOptional)); err != nil {
 		return Command{}, err
 	}
+	// A "bridge" that is present must be a bridge id, also when empty
+	// (which the struct cannot tell from absent).
+	var probe struct {
+		Bridge *string `json:"bridge"`
+	}
+	if json.Unmarshal(raw, &probe) == nil && probe.Bridge != nil && !ValidBridgeID(*probe.Bridge) {
+		return Command{}, drop(ReasonInvalid, "bridge %q is not a bridge id ([a-z0-9][a-z0-9._-]{0,31})", truncate(*probe.Bridge, 40))
+	}
+	if c.Epoch > MaxEpoch {
+		return Command{}, drop(ReasonInvalid, "epoch %d is over %d (2^53-1)", c.Epoch, uint64(MaxEpoch))
+	}
 	if err := c.check(); err != nil {
 		return Command{}, err
 	}
@@ -538,14 +582,14 @@ func CommandFrom(cmd robot.Command, issued, deadline time.Time) (Command, error)
 	action, _ := actionOf(cmd.Kind)
 	return Command{
 		V: Version, ID: cmd.ID, Action: action, Issued: issued, Deadline: deadline,
-		Base: cmd.Base, Arm: cmd.Arm, Gripper: cmd.Gripper,
+		Base: cmd.Base, Arm: cmd.Arm, Gripper: cmd.Gripper, Epoch: cmd.Epoch, Bridge: cmd.Bridge,
 	}, nil
 }
 
 // RobotCommand is the motion command a payload carries; an error for a
 // stop or refresh, or a goal that does not match the action.
 func (c Command) RobotCommand() (robot.Command, error) {
-	cmd := robot.Command{ID: c.ID, Base: c.Base, Arm: c.Arm, Gripper: c.Gripper}
+	cmd := robot.Command{ID: c.ID, Base: c.Base, Arm: c.Arm, Gripper: c.Gripper, Epoch: c.Epoch, Bridge: c.Bridge}
 	switch c.Action {
 	case ActionMoveBase:
 		cmd.Kind = robot.CmdMoveBase

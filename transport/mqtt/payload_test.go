@@ -72,6 +72,8 @@ func TestSchema_EveryPayloadTheTransportWritesIsValid(t *testing.T) {
 	require.NoError(t, err)
 	grip, err := mqtt.CommandFrom(robot.Command{ID: "t1-3", Kind: robot.CmdGripper, Gripper: &robot.GripperGoal{Close: true, Force: 20, ObjectID: "cup_1"}}, now, now.Add(time.Second))
 	require.NoError(t, err)
+	fenced, err := mqtt.CommandFrom(robot.Command{ID: "t1-4", Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 1}, MaxLinear: 0.8, MaxAngular: 1.5}, Epoch: mqtt.MaxEpoch, Bridge: "bridge-a.1_x"}, now, now.Add(time.Second))
+	require.NoError(t, err)
 	tests := []struct {
 		name, schema string
 		v            any
@@ -83,6 +85,9 @@ func TestSchema_EveryPayloadTheTransportWritesIsValid(t *testing.T) {
 		{"gripper command", "command", grip},
 		{"stop command", "command", mqtt.Command{V: 1, ID: "stop-1", Action: mqtt.ActionStop, Issued: now}},
 		{"refresh command", "command", mqtt.Command{V: 1, ID: "refresh-1", Action: mqtt.ActionRefresh, Issued: now}},
+		{"cluster move_base command", "command", fenced},
+		{"cluster stop command", "command", mqtt.Command{V: 1, ID: "stop-2", Action: mqtt.ActionStop, Issued: now, Epoch: 7, Bridge: "b"}},
+		{"cluster refresh command", "command", mqtt.Command{V: 1, ID: "refresh-2", Action: mqtt.ActionRefresh, Issued: now, Epoch: 7, Bridge: "b"}},
 		{"accepted ack", "ack", mqtt.Ack{V: 1, ID: "t1-1", Status: mqtt.AckAccepted, Stamp: now}},
 		{"failed ack", "ack", mqtt.Ack{V: 1, ID: "t1-1", Status: mqtt.AckFailed, Reason: "deadline passed", Stamp: now, Duplicate: true}},
 		{"event", "event", mqtt.Event{V: 1, Kind: "watchdog", Detail: "no refresh", Stamp: now}},
@@ -113,6 +118,15 @@ func TestSchema_AndDecoderAgreeOnBadPayloads(t *testing.T) {
 		{"command whose goal does not match its action", "command", `{"v":1,"id":"a","action":"move_arm","issued":"2030-01-01T00:00:00Z","deadline":"2030-01-01T00:00:01Z","base":{"target":{"x":1,"y":0,"theta":0},"max_linear":1,"max_angular":1}}`, mqtt.ReasonInvalid},
 		{"stop carrying a goal", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","gripper":{"close":true}}`, mqtt.ReasonInvalid},
 		{"command of an unknown action", "command", `{"v":1,"id":"a","action":"dance","issued":"2030-01-01T00:00:00Z"}`, mqtt.ReasonInvalid},
+		{"command with a negative epoch", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":-1}`, mqtt.ReasonMalformed},
+		{"command with a fractional epoch", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":1.5}`, mqtt.ReasonMalformed},
+		{"command with an epoch over 2^53-1", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":9007199254740992}`, mqtt.ReasonInvalid},
+		{"command with a string epoch", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":"3"}`, mqtt.ReasonMalformed},
+		{"command with an empty bridge", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","bridge":""}`, mqtt.ReasonInvalid},
+		{"command with an upper-case bridge", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","bridge":"A"}`, mqtt.ReasonInvalid},
+		{"command with a bridge that is a topic", "command", `{"v":1,"id":"a","action":"refresh","issued":"2030-01-01T00:00:00Z","bridge":"a/b"}`, mqtt.ReasonInvalid},
+		{"command with a bridge of 33 characters", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","bridge":"abcdefghijabcdefghijabcdefghijabc"}`, mqtt.ReasonInvalid},
+		{"command with a bridge starting with a dash", "command", `{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","bridge":"-a"}`, mqtt.ReasonInvalid},
 		{"failed ack without a reason", "ack", `{"v":1,"id":"a","status":"failed","stamp":"2030-01-01T00:00:00Z"}`, mqtt.ReasonInvalid},
 		{"ack of an unknown status", "ack", `{"v":1,"id":"a","status":"maybe","stamp":"2030-01-01T00:00:00Z"}`, mqtt.ReasonInvalid},
 		{"ack without an id", "ack", `{"v":1,"id":"","status":"accepted","stamp":"2030-01-01T00:00:00Z"}`, mqtt.ReasonInvalid},
@@ -186,6 +200,11 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"session":"s","seq":1,"stamp":"2030-01-01T00:00:00Z","base":{"x":0,"y":0,"theta":0},"velocity":{"v":0,"w":0},"estop":false}`,
 		`{"v":1,"id":"a","action":"move_base","issued":"2030-01-01T00:00:00Z","deadline":"2030-01-01T00:00:01Z","base":{"target":{"x":1,"y":0,"theta":0},"max_linear":1,"max_angular":1}}`,
 		`{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z"}`,
+		`{"v":1,"id":"a","action":"move_arm","issued":"2030-01-01T00:00:00Z","deadline":"2030-01-01T00:00:01Z","arm":{"positions":[0,1],"velocity_scale":0.5},"epoch":3,"bridge":"b-2"}`,
+		`{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":9007199254740991,"bridge":"a"}`,
+		`{"v":1,"id":"a","action":"refresh","issued":"2030-01-01T00:00:00Z","epoch":0,"bridge":""}`,
+		`{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":9007199254740992}`,
+		`{"v":1,"id":"a","action":"stop","issued":"2030-01-01T00:00:00Z","epoch":1e3,"bridge":"Z"}`,
 		`{"v":1,"id":"a","status":"failed","reason":"no","stamp":"2030-01-01T00:00:00Z"}`,
 		`{"v":1,"kind":"watchdog","stamp":"2030-01-01T00:00:00Z"}`,
 		`{"v":2}`, `[]`, `null`, `{"v":1,"joints":[{"name":"","position":1}]}`,
@@ -229,4 +248,43 @@ func FuzzDecode(f *testing.F) {
 		_, err = mqtt.DecodeEvent(raw)
 		check("event", err)
 	})
+}
+
+func TestCommand_EpochAndBridgeRoundTripAndAreAbsentWithoutACluster(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	cmd := robot.Command{ID: "c-1", Kind: robot.CmdGripper, Gripper: &robot.GripperGoal{Close: true}}
+	// A bridge on its own: the payload's bytes are those of before clusters.
+	p, err := mqtt.CommandFrom(cmd, now, now.Add(time.Second))
+	require.NoError(t, err)
+	raw, err := mqtt.Marshal(p)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"v":1,"id":"c-1","action":"gripper","issued":"2030-01-01T00:00:00Z","deadline":"2030-01-01T00:00:01Z","gripper":{"close":true}}`, string(raw))
+	require.NotContains(t, string(raw), "epoch")
+	require.NotContains(t, string(raw), "bridge")
+	stop, err := mqtt.Marshal(mqtt.Command{V: 1, ID: "stop-1", Action: mqtt.ActionStop, Issued: now})
+	require.NoError(t, err)
+	require.Equal(t, `{"v":1,"id":"stop-1","action":"stop","issued":"2030-01-01T00:00:00Z"}`, string(stop))
+
+	// In a cluster: both fields travel and reach the robot's command.
+	cmd.Epoch, cmd.Bridge = 42, "bridge-b"
+	p, err = mqtt.CommandFrom(cmd, now, now.Add(time.Second))
+	require.NoError(t, err)
+	raw, err = mqtt.Marshal(p)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"epoch":42,"bridge":"bridge-b"`)
+	got, err := mqtt.DecodeCommand(raw)
+	require.NoError(t, err)
+	rc, err := got.RobotCommand()
+	require.NoError(t, err)
+	require.Equal(t, uint64(42), rc.Epoch)
+	require.Equal(t, "bridge-b", rc.Bridge)
+}
+
+func TestValidBridgeID(t *testing.T) {
+	for _, ok := range []string{"a", "0", "bridge-a", "b.1_x-2", "abcdefghijabcdefghijabcdefghijab"} {
+		require.True(t, mqtt.ValidBridgeID(ok), ok)
+	}
+	for _, bad := range []string{"", "A", "-a", ".a", "_a", "a/b", "a+", "a#", "a b", "é", "abcdefghijabcdefghijabcdefghijabc"} {
+		require.False(t, mqtt.ValidBridgeID(bad), bad)
+	}
 }
