@@ -28,7 +28,8 @@ type pageSnapshot struct {
 
 // startPage serves the console with snapshot st and opens it, signed in
 // and live, in a headless Chromium.
-func startPage(t *testing.T, obs robot.Observation) (context.Context, *fixture) {
+// Edits (optional) change the console's Conf after the snapshot is set.
+func startPage(t *testing.T, obs robot.Observation, edits ...func(*Conf)) (context.Context, *fixture) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the console page test drives Debian's headless Chromium, but %s is missing (%v); install it: apt-get install -y chromium", chromiumPath, err)
@@ -39,6 +40,9 @@ func startPage(t *testing.T, obs robot.Observation) (context.Context, *fixture) 
 				Robot: map[string]string{"id": "sim-1"}, Approvals: []any{}, RobotView: ViewRobot(obs),
 				Map: map[string]any{"bounds": [][2]float64{{-3, -3}, {3, -3}, {3, 3}, {-3, 3}}, "robot_radius": 0.3},
 			}, nil
+		}
+		for _, e := range edits {
+			e(c)
 		}
 	})
 	srv := httptest.NewServer(f.c.Handler())

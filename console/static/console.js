@@ -184,6 +184,7 @@
     $('sign-out').hidden = false;
     connect();
     loadAudit();
+    loadCluster();
     clearInterval(refreshTimer);
     refreshTimer = setInterval(refreshObjects, 3000);
   }
@@ -193,6 +194,11 @@
     app.dataset.signedIn = 'false';
     if (es) { es.close(); es = null; }
     clearInterval(refreshTimer);
+    stopCluster();
+    cluster.enabled = false;
+    cluster.data = null;
+    closeTakeover();
+    renderCluster();
     setLive('closed');
     $('console').hidden = true;
     $('estop').hidden = true;
@@ -271,7 +277,14 @@
     if (lat.length < 100000) lat.push(Date.now() - Date.parse(iso));
   }
 
+  // applySnapshot takes a hello: the robot or the fleet, then the
+  // bridges (which may name robots the fleet's alarms speak of).
   function applySnapshot(s) {
+    applyRobotSnapshot(s);
+    clusterFromSnapshot(s);
+  }
+
+  function applyRobotSnapshot(s) {
     if (s.fleet && s.fleet.length) { applyFleetSnapshot(s); return; }
     model.robot = s.robot || model.robot;
     if (s.map) { model.map = s.map; drawStaticMap(); }
@@ -470,7 +483,7 @@
   // says what happened, what the robot did, what to check, and carries
   // the one button that clears it; developer detail is one click away.
   function alarms() {
-    if (model.fleet) return fleetAlarms();
+    if (model.fleet) return fleetAlarms().concat(clusterAlarms());
     const s = model.safety;
     const out = [];
     if (s && s.estop && s.estop.active) {
@@ -512,7 +525,7 @@
         ageLive: true,
       });
     }
-    return out;
+    return out.concat(clusterAlarms());
   }
 
   let alarmsShown = '';
@@ -1566,11 +1579,16 @@
     });
     for (const [id] of FILTERS) $(id).addEventListener('change', renderAudit);
     $('robot-filter').addEventListener('change', () => setFilter($('robot-filter').value));
+    $('takeover-form').addEventListener('submit', onTakeover);
+    $('takeover-cancel').addEventListener('click', closeTakeover);
+    $('takeover-dialog').addEventListener('cancel', (e) => { e.preventDefault(); closeTakeover(); });
+    $('takeover-checked').addEventListener('change', renderTakeoverDialog);
     setInterval(tickExpiry, 1000);
     // The robot's age (and, past the state timeout, its staleness) moves
     // on between events.
     setInterval(() => {
       if (app.dataset.signedIn !== 'true') return;
+      if (cluster.enabled) { renderCluster(); renderTakeoverDialog(); }
       if (model.fleet) { tickFleet(); return; }
       renderLink(); renderRobot(); renderAlarms();
     }, 500);
@@ -2290,6 +2308,397 @@
       room.objectsOutside = rm.objects_outside || 0;
       renderObjectsOf(room.view, room.objects, room.objectsOutside);
     }
+  }
+
+  // ---------- several bridges (a cluster) ----------
+  // Bridges that share one fleet say so at GET /cluster: each bridge
+  // (this one marked), alive or how long it has been silent, and every
+  // robot with the bridge that holds its lease. The page asks every
+  // second while it is on. A robot whose bridge went silent is an alarm
+  // (in the banner and the panel); taking it over is one button per dead
+  // bridge, or per robot, and a confirmation that says what happens and
+  // shows whether each robot reports itself at rest. Ages that can only
+  // grow until the next read (how long a bridge has been silent, how long
+  // ago a lease expired) age here between reads; a renewal is said as of
+  // the read, and a read older than CLUSTER_STALE_MS says so.
+  const CLUSTER_POLL_MS = 1000;
+  const CLUSTER_STALE_MS = 3000;
+  const cluster = {
+    enabled: false, data: null, readAt: 0, error: '', timer: null, busy: false,
+    bridges: new Map(), groups: new Map(), robots: new Map(),
+    // The open takeover confirmation: what it takes ({bridge} or
+    // {robot_id}) and the robots it lists.
+    dialog: null,
+  };
+
+  function sinceRead() { return cluster.readAt ? performance.now() - cluster.readAt : 0; }
+
+  // clusterFromSnapshot takes the cluster part of a snapshot when the
+  // bridge sends one; else it asks GET /cluster once.
+  function clusterFromSnapshot(s) {
+    if (s && s.cluster && typeof s.cluster === 'object' && Array.isArray(s.cluster.bridges)) applyCluster(s.cluster);
+    else loadCluster();
+  }
+
+  async function loadCluster() {
+    if (app.dataset.signedIn !== 'true' || cluster.busy) return;
+    cluster.busy = true;
+    try {
+      applyCluster(await api('GET', '/cluster'));
+    } catch (e) {
+      // A bridge without the route (404) is a single bridge.
+      if (e.status === 404) applyCluster({ enabled: false });
+      else { cluster.error = e.message; renderCluster(); }
+    } finally {
+      cluster.busy = false;
+    }
+  }
+
+  function applyCluster(d) {
+    cluster.enabled = !!(d && d.enabled);
+    cluster.data = cluster.enabled ? d : null;
+    cluster.readAt = performance.now();
+    cluster.error = '';
+    if (cluster.enabled && !cluster.timer) cluster.timer = setInterval(loadCluster, CLUSTER_POLL_MS);
+    if (!cluster.enabled) stopCluster();
+    renderCluster();
+    renderAlarms();
+    renderTakeoverDialog();
+  }
+
+  function stopCluster() {
+    clearInterval(cluster.timer);
+    cluster.timer = null;
+  }
+
+  function bridgeOf(id) { return ((cluster.data && cluster.data.bridges) || []).find((b) => b.id === id) || null; }
+
+  // silentFor is how long bridge b has not been heard, aged since the read.
+  function silentFor(b) { return (b.seen_ms_ago || 0) + sinceRead(); }
+
+  // robotWords says what is true of cluster robot r: who holds it, and
+  // since when its bridge is silent or its lease ran out.
+  function robotWords(r) {
+    const d = cluster.data;
+    switch (r.state) {
+      case 'owned': return 'owned by this bridge';
+      case 'held': {
+        const renewed = Math.max(0, (d.lease_ttl_ms || 0) - (r.expires_in_ms || 0));
+        return `held by bridge ${r.owner} (lease renewed ${ageText(renewed)} ago)`;
+      }
+      case 'orphaned': {
+        const b = bridgeOf(r.owner);
+        if (b && !b.alive) return `orphaned: bridge ${r.owner} silent for ${ageText(silentFor(b))}`;
+        return `orphaned: bridge ${r.owner}'s lease expired ${ageText((r.expired_ms_ago || 0) + sinceRead())} ago`;
+      }
+      case 'free': return r.owner ? `free: released by bridge ${r.owner}` : 'free: no bridge has held it';
+    }
+    return r.state || 'unknown';
+  }
+
+  function restWords(r) { return r.at_rest ? 'reports at rest' : 'NOT reported at rest'; }
+
+  // canTakeOver says whether robot r is one a takeover may be asked for
+  // (the bridge still decides): no live bridge holds it.
+  function canTakeOver(r) { return r.state === 'orphaned' || r.state === 'free'; }
+
+  // orphansOf are bridge id's orphaned robots, in the bridge's order.
+  function orphansOf(id) { return ((cluster.data && cluster.data.robots) || []).filter((r) => r.state === 'orphaned' && r.owner === id); }
+
+  // clusterAlarms are the banner's lines for robots no live bridge
+  // commands: one per silent bridge that still holds robots.
+  function clusterAlarms() {
+    if (!cluster.enabled || !cluster.data) return [];
+    const byOwner = new Map();
+    for (const r of cluster.data.robots || []) {
+      if (r.state !== 'orphaned') continue;
+      if (!byOwner.has(r.owner)) byOwner.set(r.owner, []);
+      byOwner.get(r.owner).push(r);
+    }
+    const auto = cluster.data.failover === 'auto';
+    return [...byOwner.entries()].map(([owner, rs]) => {
+      const b = bridgeOf(owner);
+      const ids = rs.map((r) => r.robot_id);
+      const resting = rs.filter((r) => r.at_rest).length;
+      const since = b && !b.alive ? `bridge ${owner} silent for ${ageText(silentFor(b))}` : `bridge ${owner}'s lease expired`;
+      return {
+        key: 'orphaned-' + owner,
+        what: `NO BRIDGE COMMANDS ${plural(rs.length, 'ROBOT', 'ROBOTS')} (${since}): ${listIDs(ids)}.`,
+        did: `Bridge ${owner}'s lease on ${rs.length === 1 ? 'it' : 'them'} has expired and no other bridge has taken ${rs.length === 1 ? 'it' : 'them'} over. ` +
+          `${resting} of ${rs.length} ${rs.length === 1 ? 'reports' : 'report'} at rest.`,
+        check: auto
+          ? 'Failover is automatic: another bridge takes each over once it reports at rest. Check any robot that does not.'
+          : 'Check that each is stopped, then take them over in the Bridges panel.',
+        ageLive: true,
+      };
+    });
+  }
+
+  // renderCluster brings the Bridges panel up to date in place: a bridge,
+  // a robot and a button are made once and only their words change, so a
+  // button under the operator's finger is never swapped between press and
+  // release.
+  function renderCluster() {
+    const panel = $('cluster-panel');
+    const d = cluster.data;
+    app.dataset.cluster = cluster.enabled ? 'on' : 'off';
+    if (!cluster.enabled || !d) {
+      panel.hidden = true;
+      app.dataset.orphaned = '0';
+      return;
+    }
+    panel.hidden = false;
+    const self = d.bridge_id;
+    const bridges = d.bridges || [];
+    const robots = d.robots || [];
+    const orphaned = robots.filter((r) => r.state === 'orphaned').length;
+    app.dataset.orphaned = String(orphaned);
+    panel.dataset.orphaned = String(orphaned);
+    setIf($('cluster-count'), String(bridges.length));
+    setIf($('cluster-self'), `This console is on bridge ${self}. ` +
+      (d.failover === 'auto'
+        ? 'Failover is automatic: when a bridge goes silent, another takes its robots over once its lease has expired and each robot reports at rest.'
+        : 'Failover waits for an operator: when a bridge goes silent, its robots stay with no bridge until you take them over here.') +
+      ` A lease lasts ${ageText(d.lease_ttl_ms || 0)} unless its bridge renews it.`);
+    const age = sinceRead();
+    const stale = age > CLUSTER_STALE_MS;
+    panel.dataset.current = String(!stale);
+    setIf($('cluster-stale'), stale ? `NOT CURRENT: the bridges' state was last read ${ageText(age)} ago${cluster.error ? ' (' + cluster.error + ')' : ''}.` : '');
+
+    // Groups: each bridge (this one first), an owner missing from the
+    // bridge list, and the robots no bridge holds.
+    const groups = [];
+    const known = new Set();
+    for (const b of [...bridges].sort((x, y) => (y.self ? 1 : 0) - (x.self ? 1 : 0))) { groups.push({ key: 'b:' + b.id, bridge: b }); known.add(b.id); }
+    for (const r of robots) {
+      if (r.state !== 'free' && r.owner && !known.has(r.owner)) { known.add(r.owner); groups.push({ key: 'b:' + r.owner, bridge: { id: r.owner, alive: false, missing: true } }); }
+    }
+    if (robots.some((r) => r.state === 'free' || !r.owner)) groups.push({ key: 'free', free: true });
+    const ul = $('bridges');
+    const items = groups.map((g) => {
+      const grp = clusterGroup(g);
+      const mine = robots.filter((r) => (g.free ? (r.state === 'free' || !r.owner) : (r.state !== 'free' && r.owner === g.bridge.id)));
+      updateGroup(grp, g, mine, self);
+      return grp.li;
+    });
+    placeChildren(ul, items);
+    for (const [k, grp] of cluster.groups) if (!grp.li.parentNode) cluster.groups.delete(k);
+    const live = new Set(robots.map((r) => r.robot_id));
+    for (const id of [...cluster.robots.keys()]) if (!live.has(id)) cluster.robots.delete(id);
+  }
+
+  function setIf(node, text) { if (node.textContent !== text) node.textContent = text; }
+
+  // placeChildren makes items the children of parent, in order, moving
+  // only what is out of place.
+  function placeChildren(parent, items) {
+    const keep = new Set(items);
+    for (const c of [...parent.children]) if (!keep.has(c)) c.remove();
+    items.forEach((c, i) => { if (parent.children[i] !== c) parent.insertBefore(c, parent.children[i] || null); });
+  }
+
+  function clusterGroup(g) {
+    let grp = cluster.groups.get(g.key);
+    if (grp) return grp;
+    const name = el('span', { class: 'br-name' });
+    const status = el('span', { class: 'br-status' });
+    const meta = el('div', { class: 'meta br-meta' });
+    const takeover = g.free ? null : el('button', {
+      type: 'button', class: 'danger', id: 'takeover-bridge-' + g.bridge.id, 'data-action': 'takeover-bridge', 'data-bridge-id': g.bridge.id, hidden: true,
+      onclick: () => openTakeover({ bridge: g.bridge.id }),
+    });
+    const robots = el('ul', { class: 'cluster-robots' });
+    const li = el('li', { 'data-group': g.free ? 'free' : 'bridge', 'data-bridge-id': g.free ? null : g.bridge.id },
+      el('div', { class: 'br-head' }, el('div', {}, name, ' ', status, meta), takeover ? el('div', { class: 'row-actions' }, takeover) : null),
+      robots);
+    grp = { li, name, status, meta, takeover, robots };
+    cluster.groups.set(g.key, grp);
+    return grp;
+  }
+
+  function updateGroup(grp, g, mine, self) {
+    const n = mine.length;
+    if (g.free) {
+      setIf(grp.name, 'No bridge');
+      setIf(grp.status, '');
+      setIf(grp.meta, `${plural(n, 'robot', 'robots')} no bridge holds`);
+      grp.robots.setAttribute('aria-label', 'Robots no bridge holds');
+    } else {
+      const b = g.bridge;
+      grp.li.dataset.self = String(!!b.self);
+      grp.li.dataset.alive = String(!!b.alive);
+      setIf(grp.name, `bridge ${b.id}${b.self ? ' (this bridge)' : ''}`);
+      const status = b.missing ? 'not in the bridge list' : b.alive ? `alive · heard ${ageText(b.seen_ms_ago || 0)} ago` : `silent for ${ageText(silentFor(b))}`;
+      setIf(grp.status, status);
+      grp.status.dataset.alive = String(!!b.alive);
+      setIf(grp.meta, `${plural(n, 'robot', 'robots')}${b.url ? ' · ' + b.url : ''}`);
+      grp.robots.setAttribute('aria-label', `Robots of bridge ${b.id}`);
+      // One button per silent bridge with robots to take over.
+      const takeable = orphansOf(b.id).filter((r) => r.takeover && r.takeover.allowed);
+      const show = !b.alive && !b.self && orphansOf(b.id).length > 0;
+      grp.takeover.hidden = !show;
+      grp.takeover.disabled = show && takeable.length === 0;
+      setIf(grp.takeover, `Take over ${plural(takeable.length, 'robot', 'robots')} from bridge ${b.id}…`);
+      grp.takeover.dataset.count = String(takeable.length);
+    }
+    grp.li.dataset.orphaned = String(mine.filter((r) => r.state === 'orphaned').length);
+    placeChildren(grp.robots, mine.map((r) => updateClusterRobot(r, self)));
+  }
+
+  function updateClusterRobot(r, self) {
+    let c = cluster.robots.get(r.robot_id);
+    if (!c) {
+      const words = el('span', { class: 'cr-words' });
+      const meta = el('span', { class: 'meta cr-meta' });
+      const why = el('span', { class: 'meta cr-why' });
+      const button = el('button', {
+        type: 'button', class: 'danger', id: 'takeover-robot-' + r.robot_id, 'data-action': 'takeover-robot', 'data-robot-id': r.robot_id, hidden: true,
+        onclick: () => openTakeover({ robot_id: r.robot_id }),
+      }, 'Take over…', el('span', { class: 'visually-hidden', text: ` ${r.robot_id}` }));
+      const li = el('li', { 'data-robot-id': r.robot_id },
+        el('span', { class: 'cr-id', text: r.robot_id }), ' ', words, ' ', meta, ' ', why, button);
+      c = { li, words, meta, why, button };
+      cluster.robots.set(r.robot_id, c);
+    }
+    c.li.dataset.state = r.state;
+    c.li.dataset.owner = r.owner || '';
+    c.li.dataset.epoch = String(r.epoch || 0);
+    c.li.dataset.atRest = String(!!r.at_rest);
+    setIf(c.words, robotWords(r));
+    const metaText = canTakeOver(r) ? `· ${restWords(r)}` : (r.epoch ? `· epoch ${r.epoch}` : '');
+    setIf(c.meta, metaText);
+    const take = canTakeOver(r);
+    const allowed = !!(r.takeover && r.takeover.allowed);
+    c.button.hidden = !take;
+    c.button.disabled = take && !allowed;
+    setIf(c.why, take && !allowed && r.takeover && r.takeover.why_not ? `· cannot take over: ${r.takeover.why_not}` : '');
+    return c.li;
+  }
+
+  // ---------- the takeover confirmation ----------
+
+  // takeoverRobots are the robots a takeover of what ({bridge} or
+  // {robot_id}) asks for, as the last read says.
+  function takeoverRobots(what) {
+    const robots = (cluster.data && cluster.data.robots) || [];
+    if (what.robot_id) return robots.filter((r) => r.robot_id === what.robot_id);
+    return robots.filter((r) => r.state === 'orphaned' && r.owner === what.bridge);
+  }
+
+  function openTakeover(what) {
+    const d = $('takeover-dialog');
+    if (d.open || !cluster.data) return;
+    cluster.dialog = { what, done: false };
+    $('takeover-checked').checked = false;
+    $('takeover-error').textContent = '';
+    $('takeover-result').hidden = true;
+    $('takeover-refused').replaceChildren();
+    $('takeover-ok').hidden = false;
+    $('takeover-cancel').textContent = 'Cancel';
+    d.showModal();
+    renderTakeoverDialog();
+    $('takeover-cancel').focus();
+  }
+
+  // renderTakeoverDialog writes the open confirmation from the last read:
+  // what happens, and whether each robot reports at rest now.
+  function renderTakeoverDialog() {
+    const dlg = cluster.dialog;
+    if (!dlg || dlg.done || !$('takeover-dialog').open || !cluster.data) return;
+    const d = cluster.data;
+    const self = d.bridge_id;
+    const list = takeoverRobots(dlg.what);
+    const take = list.filter((r) => !r.takeover || r.takeover.allowed);
+    const from = dlg.what.bridge || (list[0] && list[0].owner) || '';
+    const ids = take.map((r) => r.robot_id);
+    const one = take.length === 1;
+    const them = one ? 'it' : 'them';
+    const names = dlg.what.robot_id ? dlg.what.robot_id : listIDs(ids);
+    setIf($('takeover-title'), dlg.what.robot_id
+      ? `Take over robot ${dlg.what.robot_id}${from ? ' from bridge ' + from : ''}?`
+      : `Take over ${plural(take.length, 'robot', 'robots')} from bridge ${from}?`);
+    setIf($('takeover-intro'), `This bridge (${self}) takes ${names || 'no robot'} over when you confirm:`);
+    const steps = [
+      from ? `${one ? 'Its' : 'Their'} tasks on bridge ${from} are marked interrupted; they do not resume.` : `${one ? 'Its' : 'Their'} unfinished tasks are marked interrupted; they do not resume.`,
+      `This bridge (${self}) drives ${them} from now on${from ? `; bridge ${from} can no longer command ${them}, even if it comes back` : ''}.`,
+      `${one ? 'The robot is' : 'The robots are'} stopped now: the first thing this bridge sends ${one ? 'it' : 'each'} is a stop.`,
+      'No motion starts until an agent asks and an operator approves.',
+    ];
+    const ul = $('takeover-steps');
+    const sig = JSON.stringify(steps);
+    if (ul.dataset.sig !== sig) { ul.dataset.sig = sig; ul.replaceChildren(...steps.map((s) => el('li', { text: s }))); }
+    const rows = list.map((r) => {
+      const allowed = !r.takeover || r.takeover.allowed;
+      const text = `${r.robot_id}: ${restWords(r)}` + (allowed ? '' : ` — will not be taken over: ${(r.takeover && r.takeover.why_not) || 'not allowed'}`);
+      return [r.robot_id, String(!!r.at_rest), String(allowed), text];
+    });
+    const rsig = JSON.stringify(rows);
+    const rl = $('takeover-robots');
+    if (rl.dataset.sig !== rsig) {
+      rl.dataset.sig = rsig;
+      rl.replaceChildren(...rows.map(([id, rest, allowed, text]) => el('li', { 'data-robot-id': id, 'data-at-rest': rest, 'data-allowed': allowed, text })));
+    }
+    setIf($('takeover-asof'), `As the bridges reported ${ageText(sinceRead())} ago.`);
+    // A robot not reported at rest needs the operator's own look first.
+    const unsure = take.some((r) => !r.at_rest);
+    $('takeover-checked-field').hidden = !unsure;
+    if (!unsure) $('takeover-checked').checked = false;
+    const ok = $('takeover-ok');
+    setIf(ok, dlg.what.robot_id ? `Take over ${dlg.what.robot_id}` : `Take over ${plural(take.length, 'robot', 'robots')}`);
+    ok.disabled = !!dlg.posting || take.length === 0 || (unsure && !$('takeover-checked').checked);
+  }
+
+  async function onTakeover(ev) {
+    ev.preventDefault();
+    const dlg = cluster.dialog;
+    if (!dlg || dlg.done || dlg.posting || $('takeover-ok').disabled) return;
+    dlg.posting = true;
+    renderTakeoverDialog();
+    $('takeover-error').textContent = 'Taking over…';
+    const body = dlg.what.robot_id ? { robot_id: dlg.what.robot_id } : { bridge: dlg.what.bridge };
+    let r = null; let status = 200;
+    try {
+      r = await api('POST', '/cluster/takeover', body);
+    } catch (e) {
+      status = e.status;
+      r = e.body;
+      if (!(e.status === 409 && r && Array.isArray(r.refused))) {
+        dlg.posting = false;
+        $('takeover-error').textContent = 'Could not take over: ' + e.message;
+        renderTakeoverDialog();
+        return;
+      }
+    }
+    dlg.posting = false;
+    const taken = (r && r.taken) || [];
+    const refused = (r && r.refused) || [];
+    $('takeover-error').textContent = '';
+    loadCluster();
+    if (!refused.length) {
+      $('takeover-dialog').close('ok');
+      cluster.dialog = null;
+      toast((r && r.text) || `Took over ${taken.map((t) => `${t.robot_id} (epoch ${t.epoch})`).join(', ')}.`);
+      return;
+    }
+    // Something was refused: the dialog stays, and says what was and
+    // was not taken over.
+    dlg.done = true;
+    $('takeover-ok').hidden = true;
+    $('takeover-checked-field').hidden = true;
+    $('takeover-cancel').textContent = 'Close';
+    $('takeover-result').hidden = false;
+    $('takeover-result').dataset.status = String(status);
+    $('takeover-result-text').textContent = (taken.length
+      ? `Took over ${taken.map((t) => `${t.robot_id} (epoch ${t.epoch})`).join(', ')}. `
+      : 'Nothing was taken over. ') + `Not taken over: ${plural(refused.length, 'robot', 'robots')}.` + (r && r.text ? ' ' + r.text : '');
+    $('takeover-refused').replaceChildren(...refused.map((x) => el('li', { 'data-robot-id': x.robot_id, text: `${x.robot_id}: ${x.reason}` })));
+    $('takeover-cancel').focus();
+  }
+
+  function closeTakeover() {
+    cluster.dialog = null;
+    const d = $('takeover-dialog');
+    if (d.open) d.close('cancel');
   }
 
   boot();
