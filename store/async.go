@@ -451,12 +451,18 @@ func setLatch(ctx context.Context, tx txn, name string, active bool, e safety.Ev
 			ON CONFLICT(robot_id, name) DO UPDATE SET active=1, by=excluded.by, reason=excluded.reason, task_id=excluded.task_id,
 				since=excluded.since, updated_at=excluded.updated_at WHERE latches.active=0`,
 			e.RobotID, name, e.By, e.Reason, nullStr(e.TaskID), ns(e.At), ns(e.At))
-		return err
+		if err != nil {
+			return err
+		}
+		return notify(ctx, tx, Notice{Kind: NoticeLatch, RobotID: e.RobotID})
 	}
 	_, err := tx.exec(ctx, `INSERT INTO latches(robot_id, name, active, by, reason, task_id, since, updated_at) VALUES(?, ?, 0, ?, ?, NULL, 0, ?)
 		ON CONFLICT(robot_id, name) DO UPDATE SET active=0, by=excluded.by, reason=excluded.reason, task_id=NULL, since=0, updated_at=excluded.updated_at`,
 		e.RobotID, name, e.By, e.Reason, ns(e.At))
-	return err
+	if err != nil {
+		return err
+	}
+	return notify(ctx, tx, Notice{Kind: NoticeLatch, RobotID: e.RobotID})
 }
 
 func writeTaskView(ctx context.Context, tx txn, v actions.TaskView) error {

@@ -131,6 +131,9 @@ func (d *dialect) key(k string) any {
 type txn struct {
 	tx *sql.Tx
 	d  *dialect
+	// from is the bridge id in cluster mode (""outside it): notify
+	// announces the transaction's writes under it.
+	from string
 }
 
 func (t txn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {

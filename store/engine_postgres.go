@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/url"
@@ -27,11 +28,28 @@ import (
 // PostgreSQL twin of SQLite's lock file, until leases replace it —, and
 // with lockWrite it is taken by every write transaction, so commits run
 // one at a time in seq order.
+//
+// In cluster mode (Conf.BridgeID) the owner lock is taken SHARED, so the
+// cluster's bridges share the store and a bridge without an id (which
+// takes it exclusively) and cluster bridges exclude each other; and each
+// bridge takes an exclusive lock of its own id, (lockBridgeClass,
+// bridgeLockKey(id)), a lock space apart from lockWrite's, so two
+// processes with one bridge id cannot both run. The write lock stays
+// database-wide: commits are serialised across the cluster's bridges.
 const (
-	lockClass = 0x726f6272
-	lockOwner = 1
-	lockWrite = 2
+	lockClass       = 0x726f6272
+	lockOwner       = 1
+	lockWrite       = 2
+	lockBridgeClass = 0x726f6263 // "robc"
 )
+
+// bridgeLockKey is the second key of a bridge id's lock: FNV-1a of
+// "robot-bridge:" and the id.
+func bridgeLockKey(id string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("robot-bridge:" + id))
+	return h.Sum32()
+}
 
 // pgPoolSize bounds the PostgreSQL connections of one store (writes queue
 // on the write lock anyway; reads share the pool).
@@ -42,15 +60,20 @@ const pgPoolSize = 4
 // it again on a new session, or fails with ErrLocked when another
 // process took it meanwhile.
 type ownerLock struct {
-	db   *sql.DB
-	dsn  string // redacted, for errors
-	mu   sync.Mutex
-	conn *sql.Conn // guarded by mu; nil after a loss
+	db  *sql.DB
+	dsn string // redacted, for errors
+	// bridge is the bridge id in cluster mode: the owner lock is shared
+	// and the bridge id's lock exclusive.
+	bridge string
+	mu     sync.Mutex
+	conn   *sql.Conn // guarded by mu; nil after a loss
 	// pid and started (backend_start, as text) identify the session
 	// that holds the lock: a pid alone may be reused by another session
 	// after the server restarted.
 	pid     int64  // guarded by mu
 	started string // guarded by mu
+	// checkSQL is clusterOwnerCheck(bridge), in cluster mode.
+	checkSQL string
 }
 
 func (o *ownerLock) acquire(ctx context.Context) error {
@@ -71,6 +94,9 @@ func (o *ownerLock) acquireLocked(ctx context.Context) error {
 	var got bool
 	var pid int64
 	var started string
+	if o.bridge != "" {
+		return o.acquireClusterLocked(ctx, c)
+	}
 	if err := c.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock(%d, %d), pg_backend_pid(),
 		(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid())`, lockClass, lockOwner)).Scan(&got, &pid, &started); err != nil {
 		_ = c.Close()
@@ -78,7 +104,33 @@ func (o *ownerLock) acquireLocked(ctx context.Context) error {
 	}
 	if !got {
 		_ = c.Close()
-		return fmt.Errorf("%w: another robot-bridge process holds the store in %s", ErrLocked, o.dsn)
+		return fmt.Errorf("%w: another robot-bridge process (or the bridges of a cluster) holds the store in %s", ErrLocked, o.dsn)
+	}
+	o.conn, o.pid, o.started = c, pid, started
+	return nil
+}
+
+// acquireClusterLocked takes, on c, the owner lock shared and the bridge
+// id's lock exclusively.
+func (o *ownerLock) acquireClusterLocked(ctx context.Context, c *sql.Conn) error {
+	var shared, own bool
+	var pid int64
+	var started string
+	if err := c.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock_shared(%d, %d), pg_try_advisory_lock(%d, %d), pg_backend_pid(),
+		(SELECT backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid())`,
+		lockClass, lockOwner, lockBridgeClass, int32(bridgeLockKey(o.bridge)))).Scan(&shared, &own, &pid, &started); err != nil {
+		_ = c.Close()
+		return err
+	}
+	switch {
+	case !shared:
+		_ = c.Close()
+		return fmt.Errorf("%w: a robot-bridge process without a bridge id holds the store in %s exclusively; bridge %q cannot share it (give every bridge of the cluster an id)",
+			ErrLocked, o.dsn, o.bridge)
+	case !own:
+		_ = c.Close()
+		return fmt.Errorf("%w: another robot-bridge process runs as bridge %q on the store in %s; every bridge of a cluster needs an id of its own",
+			ErrLocked, o.bridge, o.dsn)
 	}
 	o.conn, o.pid, o.started = c, pid, started
 	return nil
@@ -92,6 +144,25 @@ var ownerCheck = fmt.Sprintf(`WITH w AS (SELECT pg_advisory_xact_lock(%d, %d))
 		AND l.pid=? AND a.backend_start::text=?) FROM w`,
 	lockClass, lockWrite, lockClass, lockOwner)
 
+// clusterOwnerCheck is ownerCheck in cluster mode: the session must
+// hold both the shared owner lock and the bridge id's exclusive lock.
+func clusterOwnerCheck(bridge string) string {
+	return fmt.Sprintf(`WITH w AS (SELECT pg_advisory_xact_lock(%d, %d))
+	SELECT (SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype='advisory' AND l.granted AND l.objsubid=2 AND l.pid=? AND a.backend_start::text=?
+		AND ((l.classid=%d AND l.objid=%d AND l.mode='ShareLock')
+			OR (l.classid=%d AND l.objid='%d'::oid AND l.mode='ExclusiveLock'))) = 2 FROM w`,
+		lockClass, lockWrite, lockClass, lockOwner, lockBridgeClass, bridgeLockKey(bridge))
+}
+
+// checkQuery is the ownerCheck of this lock.
+func (o *ownerLock) checkQuery() string {
+	if o.bridge == "" {
+		return ownerCheck
+	}
+	return o.checkSQL
+}
+
 // check runs first in every write transaction: it takes the write lock
 // and makes sure this process still holds the store, taking the owner
 // lock again after a lost session.
@@ -99,7 +170,7 @@ func (o *ownerLock) check(ctx context.Context, tx txn) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var held bool
-	if err := tx.queryRow(ctx, ownerCheck, o.pid, o.started).Scan(&held); err != nil {
+	if err := tx.queryRow(ctx, o.checkQuery(), o.pid, o.started).Scan(&held); err != nil {
 		return err
 	}
 	if held {
@@ -108,7 +179,7 @@ func (o *ownerLock) check(ctx context.Context, tx txn) error {
 	if err := o.acquireLocked(ctx); err != nil {
 		return err
 	}
-	if err := tx.queryRow(ctx, ownerCheck, o.pid, o.started).Scan(&held); err != nil {
+	if err := tx.queryRow(ctx, o.checkQuery(), o.pid, o.started).Scan(&held); err != nil {
 		return err
 	}
 	if !held {
@@ -226,7 +297,11 @@ func (s *Store) openPostgres(ctx context.Context) error {
 			Remedy:  "turn fsync on in postgresql.conf; the bridge commits every transition before its command and relies on it",
 		})
 	}
-	s.own = &ownerLock{db: stdlib.OpenDB(*cfg, durable), dsn: where}
+	s.own = &ownerLock{db: stdlib.OpenDB(*cfg, durable), dsn: where, bridge: s.conf.BridgeID}
+	if s.conf.BridgeID != "" {
+		s.own.checkSQL = clusterOwnerCheck(s.conf.BridgeID)
+	}
+	s.pgCfg = cfg.Copy()
 	s.own.db.SetMaxOpenConns(1)
 	if err := s.own.acquire(ctx); err != nil {
 		return fail(fmt.Errorf("store: %w", s.classify(err)))

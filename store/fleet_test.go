@@ -474,9 +474,9 @@ func TestMigrate_V3DatabaseWithDataMigratesToRobots(t *testing.T) {
 		ctx := context.Background()
 		// When this build opens it
 		s, _ := e.open(t, dir)
-		// Then migration 4 ran and every row is still there, without a robot
-		require.Equal(t, []int{4}, s.Info().Migrated)
-		require.Equal(t, 4, s.Info().SchemaVersion)
+		// Then migrations 4 and 5 ran and every row is still there, without a robot
+		require.Equal(t, []int{4, 5}, s.Info().Migrated)
+		require.Equal(t, 5, s.Info().SchemaVersion)
 		require.Equal(t, "v3store", s.Info().StoreID)
 		v, err := s.Task(ctx, "task-old")
 		require.NoError(t, err)

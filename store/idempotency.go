@@ -41,9 +41,9 @@ func (s *Store) Reserve(ctx context.Context, key, tool, argsHash string) (toolap
 			s.d.key(key), ns(now.Add(-s.conf.IdempotencyTTL))); err != nil {
 			return err
 		}
-		res, err := tx.exec(ctx, `INSERT INTO idempotency(key, tool, args_hash, state, created_at) VALUES(?, ?, ?, ?, ?)
+		res, err := tx.exec(ctx, `INSERT INTO idempotency(key, tool, args_hash, state, created_at, bridge_id) VALUES(?, ?, ?, ?, ?, ?)
 			ON CONFLICT(key) DO NOTHING`,
-			s.d.key(key), tool, argsHash, string(toolapi.IdemPending), ns(now))
+			s.d.key(key), tool, argsHash, string(toolapi.IdemPending), ns(now), s.conf.BridgeID)
 		if err != nil {
 			return err
 		}

@@ -125,7 +125,12 @@ func (r storeReader) query(ctx context.Context, q string, args ...any) (*sql.Row
 // its own first cause), then deletes the legacy rows, so from then on a
 // reset of one robot clears only that robot. It returns the names of the
 // legacy latches that were active.
-func handOverLegacyLatches(ctx context.Context, tx txn, ls latchSet, robots []string, now time.Time) ([]string, error) {
+//
+// With keep (cluster mode) the legacy rows are not deleted: they also
+// hold the robots of the cluster's other bridges, which this bridge
+// cannot name. A robot then stays latched until the legacy latch is
+// reset too (a reset of robot "").
+func handOverLegacyLatches(ctx context.Context, tx txn, ls latchSet, robots []string, now time.Time, keep bool) ([]string, error) {
 	legacy := ls[legacyRobot]
 	if len(legacy) == 0 {
 		return nil, nil
@@ -148,7 +153,13 @@ func handOverLegacyLatches(ctx context.Context, tx txn, ls latchSet, robots []st
 				robot, name, l.by, l.reason, nullStr(l.task.String), l.since, ns(now)); err != nil {
 				return nil, err
 			}
+			if err := notify(ctx, tx, Notice{Kind: NoticeLatch, RobotID: robot}); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if keep {
+		return handed, nil
 	}
 	if _, err := tx.exec(ctx, `DELETE FROM latches WHERE robot_id = ?`, legacyRobot); err != nil {
 		return nil, err

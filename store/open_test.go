@@ -22,8 +22,8 @@ func TestOpen_FreshThenReopen(t *testing.T) {
 		// Then the first open creates the database and its marker
 		require.True(t, info.Fresh)
 		require.False(t, info.CleanShutdown)
-		require.Equal(t, []int{1, 2, 3, 4}, info.Migrated)
-		require.Equal(t, 4, info.SchemaVersion)
+		require.Equal(t, []int{1, 2, 3, 4, 5}, info.Migrated)
+		require.Equal(t, 5, info.SchemaVersion)
 		require.FileExists(t, e.markerPath(dir))
 		require.Equal(t, e.driver, info.Driver)
 		require.NoError(t, s.Close())
@@ -321,15 +321,15 @@ func TestMigrate_V1DatabaseMigratesAndKeepsItsData(t *testing.T) {
 		s, _ := e.open(t, dir)
 
 		// Then migrations 2 to 4 ran, in order, and the old data is still there
-		require.Equal(t, []int{2, 3, 4}, s.Info().Migrated)
-		require.Equal(t, 4, s.Info().SchemaVersion)
+		require.Equal(t, []int{2, 3, 4, 5}, s.Info().Migrated)
+		require.Equal(t, 5, s.Info().SchemaVersion)
 		require.Equal(t, "abc", s.Info().StoreID)
 		v1, err := s.Task(context.Background(), "task-old")
 		require.NoError(t, err)
 		require.Equal(t, fsm.Executing, v1.Status)
 		var n int
 		require.NoError(t, s.r.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n))
-		require.Equal(t, 4, n)
+		require.Equal(t, 5, n)
 		// And the new table works
 		es, f, err := s.Latches(context.Background(), "")
 		require.NoError(t, err)
@@ -394,8 +394,8 @@ func TestOpen_ADatabaseOfTheBuildBeforeTheEngineLayerOpens(t *testing.T) {
 	// clean shutdown
 	info := s.Info()
 	require.Equal(t, "ad2ae85fadd32cae", info.StoreID)
-	require.Equal(t, 4, info.SchemaVersion)
-	require.Equal(t, []int{3, 4}, info.Migrated)
+	require.Equal(t, 5, info.SchemaVersion)
+	require.Equal(t, []int{3, 4, 5}, info.Migrated)
 	require.True(t, info.CleanShutdown)
 	// And everything it held is there: the latch, the key, the tasks
 	es, _, err := s.Latches(ctx, "")

@@ -119,11 +119,13 @@ func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord
 		if from == "" {
 			from = "(new)"
 		}
-		_, err := insertAudit(ctx, tx, AuditRecord{
+		if _, err := insertAudit(ctx, tx, AuditRecord{
 			At: at, Type: TransitionAuditType(r.To), Actor: r.By, RobotID: r.RobotID, TaskID: r.TaskID,
 			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
-		}, details)
-		return err
+		}, details); err != nil {
+			return err
+		}
+		return notify(ctx, tx, Notice{Kind: NoticeTask, RobotID: r.RobotID, ID: r.TaskID})
 	})
 }
 
@@ -245,11 +247,14 @@ func (s *Store) SaveApproval(ctx context.Context, a approval.Approval) error {
 }
 
 func (s *Store) saveApprovalTx(ctx context.Context, tx txn, a approval.Approval, at time.Time, actor string) error {
-	if _, err := tx.exec(ctx, `INSERT INTO approvals(id, task_id, tool, status, data, created_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?)
+	if _, err := tx.exec(ctx, `INSERT INTO approvals(id, task_id, robot_id, tool, status, data, created_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET status=excluded.status, data=excluded.data, updated_at=excluded.updated_at,
-			task_id=COALESCE(excluded.task_id, approvals.task_id)`,
-		a.ID, nullStr(a.TaskID), a.Tool, string(a.Status), mustJSON(a), ns(a.CreatedAt), ns(at)); err != nil {
+			task_id=COALESCE(excluded.task_id, approvals.task_id), robot_id=excluded.robot_id`,
+		a.ID, nullStr(a.TaskID), a.RobotID, a.Tool, string(a.Status), mustJSON(a), ns(a.CreatedAt), ns(at)); err != nil {
+		return err
+	}
+	if err := notify(ctx, tx, Notice{Kind: NoticeApproval, RobotID: a.RobotID, ID: a.ID}); err != nil {
 		return err
 	}
 	shown := a
@@ -293,10 +298,13 @@ func (s *Store) SaveGrant(ctx context.Context, g approval.Grant) error {
 }
 
 func saveGrantTx(ctx context.Context, tx txn, g approval.Grant, at time.Time, actor, reason string) error {
-	if _, err := tx.exec(ctx, `INSERT INTO grants(id, kind, tool, status, data, created_at, expires_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET status=excluded.status, data=excluded.data, updated_at=excluded.updated_at`,
-		g.ID, string(g.Kind), g.Tool, string(g.Status), mustJSON(g), ns(g.CreatedAt), ns(g.ExpiresAt), ns(at)); err != nil {
+	if _, err := tx.exec(ctx, `INSERT INTO grants(id, kind, robot_id, tool, status, data, created_at, expires_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET status=excluded.status, data=excluded.data, updated_at=excluded.updated_at, robot_id=excluded.robot_id`,
+		g.ID, string(g.Kind), g.RobotID, g.Tool, string(g.Status), mustJSON(g), ns(g.CreatedAt), ns(g.ExpiresAt), ns(at)); err != nil {
+		return err
+	}
+	if err := notify(ctx, tx, Notice{Kind: NoticeGrant, RobotID: g.RobotID, ID: g.ID}); err != nil {
 		return err
 	}
 	ev := grantEvent(g.Status)

@@ -110,6 +110,9 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 	if err != nil {
 		return rep, err
 	}
+	if s.conf.BridgeID != "" && len(in.Robots) == 0 {
+		return rep, fmt.Errorf("store: recover: bridge %s: RecoverInput.Robots is required in cluster mode (recovery touches only this bridge's robots)", s.conf.BridgeID)
+	}
 	now := s.clock.Now()
 	err = s.tx(ctx, "recover", func(tx txn) error {
 		rep.Interrupted, rep.ExpiredApprovals, rep.EndedGrants, rep.SettledKeys, rep.ReleasedKeys = nil, nil, nil, 0, 0
@@ -130,32 +133,44 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 			}
 		}
 		if len(in.Robots) > 0 {
-			if rep.LegacyLatches, err = handOverLegacyLatches(ctx, tx, ls, robots, now); err != nil {
+			// In cluster mode the legacy rows stay: they hold the other
+			// bridges' robots too, which this bridge cannot name.
+			keepLegacy := s.conf.BridgeID != ""
+			if rep.LegacyLatches, err = handOverLegacyLatches(ctx, tx, ls, robots, now, keepLegacy); err != nil {
 				return fmt.Errorf("legacy latches: %w", err)
 			}
 		}
-		if err := s.interruptTasks(ctx, tx, in, now, &rep); err != nil {
+		// In cluster mode only this bridge's robots and reservations: the
+		// other bridges' are theirs, and live.
+		var scope []string
+		idemScope, idemArgs := "", []any(nil)
+		if s.conf.BridgeID != "" {
+			scope = robots
+			idemScope, idemArgs = " AND bridge_id=?", []any{s.conf.BridgeID}
+		}
+		if rep.Interrupted, err = s.interruptTasks(ctx, tx, in.By, scope, restartCause(s.info.CleanShutdown), now); err != nil {
 			return fmt.Errorf("interrupt tasks: %w", err)
 		}
-		if err := s.expireApprovals(ctx, tx, now, &rep); err != nil {
+		if rep.ExpiredApprovals, err = s.expireApprovals(ctx, tx, scope, "the bridge restarted before an operator decided; the request expired and nothing moved", now); err != nil {
 			return fmt.Errorf("expire approvals: %w", err)
 		}
-		if err := s.endGrants(ctx, tx, now, &rep); err != nil {
+		if rep.EndedGrants, err = s.endGrants(ctx, tx, scope, "the bridge restarted; grants do not survive a restart", now); err != nil {
 			return fmt.Errorf("end grants: %w", err)
 		}
-		res, err := tx.exec(ctx, `UPDATE idempotency SET state=? WHERE state=? AND task_id IS NOT NULL`,
-			string(toolapi.IdemDone), string(toolapi.IdemPending))
+		res, err := tx.exec(ctx, `UPDATE idempotency SET state=? WHERE state=? AND task_id IS NOT NULL`+idemScope,
+			append([]any{string(toolapi.IdemDone), string(toolapi.IdemPending)}, idemArgs...)...)
 		if err != nil {
 			return err
 		}
 		n, _ := res.RowsAffected()
 		rep.SettledKeys = int(n)
-		if res, err = tx.exec(ctx, `DELETE FROM idempotency WHERE state=? AND task_id IS NULL`, string(toolapi.IdemPending)); err != nil {
+		if res, err = tx.exec(ctx, `DELETE FROM idempotency WHERE state=? AND task_id IS NULL`+idemScope,
+			append([]any{string(toolapi.IdemPending)}, idemArgs...)...); err != nil {
 			return err
 		}
 		n, _ = res.RowsAffected()
 		rep.ReleasedKeys = int(n)
-		if _, err := tx.exec(ctx, `DELETE FROM meta WHERE key=?`, metaUnclean); err != nil {
+		if _, err := tx.exec(ctx, `DELETE FROM meta WHERE key=?`, s.metaKey(metaUnclean)); err != nil {
 			return err
 		}
 		typ, summary := AuditBridgeRestart, "bridge restarted"
@@ -310,11 +325,64 @@ func placeholders(n int) string {
 	return s.String()
 }
 
-func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now time.Time, rep *RecoveryReport) error {
+// interruptCause words why live tasks are interrupted.
+type interruptCause struct {
+	// reason is the transition's reason.
+	reason string
+	// text is the task's message for a task of tool that was in from.
+	text func(tool string, from fsm.State) string
+}
+
+// restartCause is Recover's: the bridge restarted.
+func restartCause(clean bool) interruptCause {
+	reason := "the bridge restarted"
+	if !clean {
+		reason += " after a crash"
+	}
+	return interruptCause{reason: reason, text: func(tool string, from fsm.State) string {
+		what := "nothing had moved"
+		if from.Motion() {
+			what = "the robot was commanded to stop before the bridge accepted calls again"
+		}
+		return fmt.Sprintf("the bridge restarted while %s was %s; the task was interrupted and %s", tool, from, what)
+	}}
+}
+
+// takeoverCause is TakeOver's: the robot's bridge went silent and
+// another took the robot over.
+func takeoverCause(me, robot string, a acquired) interruptCause {
+	dead := "the bridge that drove it"
+	if a.had && a.prev.Owner != "" {
+		dead = "bridge " + a.prev.Owner
+	}
+	reason := fmt.Sprintf("%s stopped renewing its lease on robot %s; bridge %s took the robot over", dead, robot, me)
+	if a.had && a.prev.Released {
+		reason = fmt.Sprintf("%s had released robot %s; bridge %s took the robot over", dead, robot, me)
+	}
+	return interruptCause{reason: reason, text: func(tool string, from fsm.State) string {
+		what := "nothing had moved"
+		if from.Motion() {
+			what = "the robot stops by itself when its bridge goes silent, and bridge " + me + " commands it to stop before anything else"
+		}
+		return fmt.Sprintf("%s while %s was %s; the task was interrupted and %s", reason, tool, from, what)
+	}}
+}
+
+// interruptTasks interrupts every live task (of robots, or of every
+// robot when robots is nil) and returns them.
+func (s *Store) interruptTasks(ctx context.Context, tx txn, by string, robots []string, cause interruptCause, now time.Time) ([]InterruptedTask, error) {
 	live := liveStates()
-	rows, err := tx.query(ctx, `SELECT id, robot_id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (`+placeholders(len(live))+`) ORDER BY created_at`, live...)
+	q := `SELECT id, robot_id, tool, status, approval_id, grant_id FROM tasks WHERE status IN (` + placeholders(len(live)) + `)`
+	args := live
+	if robots != nil {
+		q += ` AND robot_id IN (` + placeholders(len(robots)) + `)`
+		for _, r := range robots {
+			args = append(args, r)
+		}
+	}
+	rows, err := tx.query(ctx, q+` ORDER BY created_at`, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	type row struct {
 		id, robot, tool, status string
@@ -325,111 +393,125 @@ func (s *Store) interruptTasks(ctx context.Context, tx txn, in RecoverInput, now
 		var r row
 		if err := rows.Scan(&r.id, &r.robot, &r.tool, &r.status, &r.appr, &r.grant); err != nil {
 			closeRead(rows)
-			return err
+			return nil, err
 		}
 		found = append(found, r)
 	}
 	closeRead(rows)
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
+	var out []InterruptedTask
 	for _, r := range found {
 		from := fsm.State(r.status)
 		if _, ok := fsm.Next(from, fsm.EvInterrupt); !ok {
-			return fmt.Errorf("task %s is %s, which interrupt cannot leave", r.id, from)
+			return nil, fmt.Errorf("task %s is %s, which interrupt cannot leave", r.id, from)
 		}
-		what := "nothing had moved"
-		if from.Motion() {
-			what = "the robot was commanded to stop before the bridge accepted calls again"
-		}
-		reason := "the bridge restarted"
-		if !s.info.CleanShutdown {
-			reason += " after a crash"
-		}
-		te := toolerr.New(toolerr.ActionFailed, "the bridge restarted while %s was %s; the task was interrupted and %s", r.tool, from, what).
+		reason := cause.reason
+		te := toolerr.New(toolerr.ActionFailed, "%s", cause.text(r.tool, from)).
 			With("task_id", r.id).With("status", string(fsm.Interrupted)).With("was", string(from))
 		te.Suggestion = "check get_robot_state to see where the robot is now, then ask the user before calling " + r.tool +
 			" again (with a new idempotency key)"
 		tr := actions.TransitionRecord{
 			TaskID: r.id, RobotID: r.robot, Tool: r.tool, From: from, To: fsm.Interrupted, Event: fsm.EvInterrupt, At: now,
-			By: in.By, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String,
+			By: by, Reason: reason, GrantID: r.grant.String, ApprovalID: r.appr.String,
 		}
 		if err := insertTransition(ctx, tx, tr, now); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := tx.exec(ctx, `UPDATE tasks SET status=?, text=?, error=?, updated_at=? WHERE id=?`,
 			string(fsm.Interrupted), te.Message, mustJSON(errorRecordOf(te)), ns(now), r.id); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := insertAudit(ctx, tx, AuditRecord{
-			At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: in.By, RobotID: r.robot, TaskID: r.id,
+			At: now, Type: TransitionAuditType(fsm.Interrupted), Actor: by, RobotID: r.robot, TaskID: r.id,
 			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.id, r.tool, from, fsm.Interrupted, fsm.EvInterrupt), Reason: reason,
 		},
 			map[string]any{"tool": r.tool, "from": string(from), "to": string(fsm.Interrupted), "event": string(fsm.EvInterrupt), "text": te.Message}); err != nil {
-			return err
+			return nil, err
 		}
-		rep.Interrupted = append(rep.Interrupted, InterruptedTask{ID: r.id, Tool: r.tool, From: from, RobotID: r.robot})
+		if err := notify(ctx, tx, Notice{Kind: NoticeTask, RobotID: r.robot, ID: r.id}); err != nil {
+			return nil, err
+		}
+		out = append(out, InterruptedTask{ID: r.id, Tool: r.tool, From: from, RobotID: r.robot})
 	}
-	return nil
+	return out, nil
 }
 
-func (s *Store) expireApprovals(ctx context.Context, tx txn, now time.Time, rep *RecoveryReport) error {
-	rows, err := tx.query(ctx, `SELECT data FROM approvals WHERE status=? ORDER BY created_at`, string(approval.StatusPending))
-	if err != nil {
-		return err
+// robotScope is the SQL condition and arguments of robots (nil: every
+// robot).
+func robotScope(robots []string) (string, []any) {
+	if robots == nil {
+		return "", nil
 	}
+	args := make([]any, len(robots))
+	for i, r := range robots {
+		args[i] = r
+	}
+	return ` AND robot_id IN (` + placeholders(len(robots)) + `)`, args
+}
+
+func (s *Store) expireApprovals(ctx context.Context, tx txn, robots []string, why string, now time.Time) ([]string, error) {
+	where, args := robotScope(robots)
+	rows, err := tx.query(ctx, `SELECT data FROM approvals WHERE status=?`+where+` ORDER BY created_at`, append([]any{string(approval.StatusPending)}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	var pending []approval.Approval
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
 			closeRead(rows)
-			return err
+			return nil, err
 		}
 		var a approval.Approval
 		if err := json.Unmarshal([]byte(data), &a); err != nil {
 			closeRead(rows)
-			return err
+			return nil, err
 		}
 		pending = append(pending, a)
 	}
 	closeRead(rows)
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, a := range pending {
 		at := now
 		a.Status, a.DecidedAt, a.DecidedBy = approval.StatusExpired, &at, approval.SystemActor
-		a.Reason = "the bridge restarted before an operator decided; the request expired and nothing moved"
+		a.Reason = why
 		if err := s.saveApprovalTx(ctx, tx, a, now, approval.SystemActor); err != nil {
-			return err
+			return nil, err
 		}
-		rep.ExpiredApprovals = append(rep.ExpiredApprovals, a.ID)
+		out = append(out, a.ID)
 	}
-	return nil
+	return out, nil
 }
 
-func (s *Store) endGrants(ctx context.Context, tx txn, now time.Time, rep *RecoveryReport) error {
-	rows, err := tx.query(ctx, `SELECT data FROM grants WHERE status=? ORDER BY created_at`, string(approval.GrantActive))
+func (s *Store) endGrants(ctx context.Context, tx txn, robots []string, why string, now time.Time) ([]string, error) {
+	where, args := robotScope(robots)
+	rows, err := tx.query(ctx, `SELECT data FROM grants WHERE status=?`+where+` ORDER BY created_at`, append([]any{string(approval.GrantActive)}, args...)...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []string
 	var active []approval.Grant
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
 			closeRead(rows)
-			return err
+			return nil, err
 		}
 		var g approval.Grant
 		if err := json.Unmarshal([]byte(data), &g); err != nil {
 			closeRead(rows)
-			return err
+			return nil, err
 		}
 		active = append(active, g)
 	}
 	closeRead(rows)
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, g := range active {
 		reason := "expired"
@@ -437,14 +519,14 @@ func (s *Store) endGrants(ctx context.Context, tx txn, now time.Time, rep *Recov
 		if now.Before(g.ExpiresAt) {
 			at = now
 			g.Status, g.RevokedAt, g.RevokedBy = approval.GrantRevoked, &at, approval.SystemActor
-			reason = "the bridge restarted; grants do not survive a restart"
+			reason = why
 		} else {
 			g.Status = approval.GrantExpired
 		}
 		if err := saveGrantTx(ctx, tx, g, at, approval.SystemActor, reason); err != nil {
-			return err
+			return nil, err
 		}
-		rep.EndedGrants = append(rep.EndedGrants, g.ID)
+		out = append(out, g.ID)
 	}
-	return nil
+	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jonboulle/clockwork"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 )
@@ -151,6 +152,16 @@ type Conf struct {
 	// true (SQLite only). It defaults to true; a very large store may turn it off at the
 	// price of finding corruption later, on first use.
 	QuickCheck *bool
+	// BridgeID (optional) turns cluster mode on: several bridges share
+	// this PostgreSQL store, each under its own id ([a-z0-9][a-z0-9._-]{0,31},
+	// ValidateBridgeID). It requires DriverPostgres
+	// (ErrClusterNeedsPostgres otherwise). Then the store is shared with
+	// other cluster bridges (never with a bridge without an id), two
+	// processes with the same id exclude each other (ErrLocked), the crash
+	// memory (Info.CleanShutdown) is this bridge's own, idempotency
+	// reservations record the bridge, Recover touches only this bridge's
+	// robots, and leases, notifications and the mailbox work (doc.go).
+	BridgeID string
 
 	// synchronous overrides synchronous=FULL (SQLite); benchmarks only.
 	synchronous string
@@ -186,6 +197,11 @@ type Info struct {
 	// migrations this Open applied.
 	SchemaVersion int   `json:"schema_version"`
 	Migrated      []int `json:"migrated,omitempty"`
+	// BridgeID is Conf.BridgeID ("" outside cluster mode).
+	BridgeID string `json:"bridge_id,omitempty"`
+	// Instance is random per Open: it tells this run of the bridge from
+	// an earlier one of the same id (leases record it).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Store is the durable store, on SQLite or PostgreSQL. It implements actions.Recorder,
@@ -221,6 +237,9 @@ type Store struct {
 	// with the created_at that reservation wrote.
 	unsure   sync.Map // key → int64
 	password string   // PostgreSQL: the DSN's password, removed from error texts
+	// pgCfg is the parsed DSN (PostgreSQL), for Listen's own connections.
+	pgCfg     *pgx.ConnConfig
+	listeners sync.WaitGroup // Listen's goroutines; Close waits for them
 }
 
 // marker is the content of the marker file.
@@ -249,6 +268,14 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 		return nil, errors.New("store: Conf.DSN is for the postgres driver; the sqlite store lives in Conf.Dir")
 	case drv == DriverPostgres && strings.TrimSpace(conf.DSN) == "":
 		return nil, errors.New("store: Conf.DSN is required for the postgres driver")
+	}
+	if conf.BridgeID != "" {
+		if err := ValidateBridgeID(conf.BridgeID); err != nil {
+			return nil, fmt.Errorf("store: Conf.BridgeID: %w", err)
+		}
+		if drv != DriverPostgres {
+			return nil, fmt.Errorf("store: Conf.BridgeID %q: %w: several bridges can share only a PostgreSQL store (store.driver: postgres)", conf.BridgeID, ErrClusterNeedsPostgres)
+		}
 	}
 	if conf.File == "" {
 		conf.File = DefaultFile
@@ -301,6 +328,7 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.info.Driver = drv
+	s.info.BridgeID, s.info.Instance = conf.BridgeID, newID()
 	if drv == DriverPostgres {
 		s.d = postgresDialect
 		err = s.openPostgres(ctx)
@@ -312,7 +340,8 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 	}
 	go s.writer()
 	s.log.Info("store opened", "driver", string(drv), "path", s.info.Path, "store_id", s.info.StoreID, "fresh", s.info.Fresh,
-		"clean_shutdown", s.info.CleanShutdown, "schema_version", s.info.SchemaVersion, "migrated", s.info.Migrated)
+		"clean_shutdown", s.info.CleanShutdown, "schema_version", s.info.SchemaVersion, "migrated", s.info.Migrated,
+		"bridge_id", s.info.BridgeID, "instance", s.info.Instance)
 	return s, nil
 }
 
@@ -529,11 +558,22 @@ func quickCheck(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// Keys of the meta table.
+// Keys of the meta table. In cluster mode each bridge has its own,
+// suffixed ":" and its bridge id (metaKey).
 const (
 	metaRunning = "running" // "1" from Open to a clean Close
 	metaUnclean = "unclean" // set by an Open that found "running"; cleared by Recover
 )
+
+// metaKey is this bridge's meta key of base: base itself outside
+// cluster mode, base:<bridge id> in it, so one bridge's crash is known to
+// that bridge only.
+func (s *Store) metaKey(base string) string {
+	if s.conf.BridgeID == "" {
+		return base
+	}
+	return base + ":" + s.conf.BridgeID
+}
 
 // claim reads (or creates) the store id and marks the store as running.
 // It reports when a run found the store left running — the previous
@@ -554,26 +594,29 @@ func (s *Store) claim(ctx context.Context) (id string, unclean time.Time, err er
 			return err
 		}
 		id = v
-		running, _, err := metaValue(ctx, tx, metaRunning)
+		running, _, err := metaValue(ctx, tx, s.metaKey(metaRunning))
 		if err != nil {
 			return err
 		}
-		since, have, err := metaValue(ctx, tx, metaUnclean)
+		since, have, err := metaValue(ctx, tx, s.metaKey(metaUnclean))
 		if err != nil {
 			return err
 		}
 		switch {
 		case have:
 			if unclean, err = time.Parse(time.RFC3339Nano, since); err != nil {
-				return fmt.Errorf("meta %s=%q: %w", metaUnclean, since, err)
+				return fmt.Errorf("meta %s=%q: %w", s.metaKey(metaUnclean), since, err)
 			}
 		case running == "1":
 			unclean = s.clock.Now().UTC()
-			if err := setMeta(ctx, tx, metaUnclean, unclean.Format(time.RFC3339Nano)); err != nil {
+			if err := setMeta(ctx, tx, s.metaKey(metaUnclean), unclean.Format(time.RFC3339Nano)); err != nil {
 				return err
 			}
 		}
-		return setMeta(ctx, tx, metaRunning, "1")
+		if err := s.joinCluster(ctx, tx); err != nil {
+			return err
+		}
+		return setMeta(ctx, tx, s.metaKey(metaRunning), "1")
 	})
 	return id, unclean, err
 }
@@ -692,7 +735,7 @@ func (s *Store) Healthy(ctx context.Context) error {
 		return fmt.Errorf("store: not writable: %w", s.classify(err))
 	}
 	if s.own != nil {
-		if err := s.own.check(ctx, txn{tx, s.d}); err != nil {
+		if err := s.own.check(ctx, txn{tx: tx, d: s.d}); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("store: not writable: %w", s.classify(err))
 		}
@@ -723,11 +766,12 @@ func (s *Store) Close() error {
 	s.closeMu.Unlock()
 	close(s.quit)
 	<-s.done
+	s.listeners.Wait()
 	var errs []error
 	if n, err := s.latches.failing(); n > 0 {
 		errs = append(errs, fmt.Errorf("%d %w (shutdown not marked clean): %w", n, ErrLatchNotRecorded, err))
 	} else if err := s.tx(context.Background(), "meta", func(tx txn) error {
-		_, err := tx.exec(context.Background(), `UPDATE meta SET value='0' WHERE key='running'`)
+		_, err := tx.exec(context.Background(), `UPDATE meta SET value='0' WHERE key=?`, s.metaKey(metaRunning))
 		return err
 	}); err != nil {
 		errs = append(errs, fmt.Errorf("mark clean shutdown: %w", err))
@@ -795,7 +839,7 @@ func (s *Store) tx1(ctx context.Context, fn func(tx txn) error) error {
 	if err != nil {
 		return err
 	}
-	tx := txn{sqlTx, s.d}
+	tx := txn{tx: sqlTx, d: s.d, from: s.conf.BridgeID}
 	if s.own != nil {
 		if err := s.own.check(ctx, tx); err != nil {
 			_ = sqlTx.Rollback()
