@@ -31,6 +31,10 @@ var (
 	ErrSuperseded = errors.New("command superseded by a stop issued while it awaited acceptance")
 	// ErrAlreadyStarted means Start was called twice.
 	ErrAlreadyStarted = errors.New("MQTT driver already started")
+	// ErrFenced means this bridge does not hold the robot's lease (a
+	// cluster of bridges): its fence says so, and nothing was published;
+	// or the robot itself refused a command for its stale epoch.
+	ErrFenced = errors.New("fenced: this bridge does not hold the robot's lease")
 )
 
 // CommandError is a motion command that did not start: refused by the

@@ -69,6 +69,9 @@ type Driver struct {
 	session string // this driver's run, in stop ids
 	shard   int    // the fleet's decoder of this robot's messages
 
+	fenceMu sync.Mutex
+	fence   Fence // guarded by fenceMu: nil until SetFence
+
 	mu      sync.Mutex
 	started bool          // guarded by mu
 	closing bool          // guarded by mu: Close under way (it still sends its last words)
@@ -120,6 +123,57 @@ var _ interface {
 	Start(context.Context) error
 	Close() error
 } = (*Driver)(nil)
+
+// Fence says whether this bridge holds a robot's lease, and under which
+// epoch (a cluster of bridges, FleetConf.BridgeID). Epoch is asked before
+// every command the driver publishes, so it must be cheap and must not
+// block (read a value the lease keeper updates). ok false means the lease
+// is not held (never acquired, expired, lost or released); epoch is then
+// the last epoch held (0 if none), which a stop still carries.
+type Fence interface {
+	Epoch() (epoch uint64, ok bool)
+}
+
+// FenceFunc is a Fence of a function.
+type FenceFunc func() (uint64, bool)
+
+// Epoch implements Fence.
+func (f FenceFunc) Epoch() (uint64, bool) { return f() }
+
+// SetFence sets the robot's fence (nil removes it). It matters only in a
+// cluster (FleetConf.BridgeID set): then every command carries the
+// fence's epoch and the bridge id, a motion command or refresh is
+// published only while the fence says ok (else it fails with ErrFenced
+// and nothing is sent), and a stop is always published with the fence's
+// epoch, also when it says not ok. A robot of a cluster without a fence
+// is fenced: the bridge never held its lease. Without a bridge id the
+// fence is ignored and commands carry no epoch.
+func (d *Driver) SetFence(f Fence) {
+	d.fenceMu.Lock()
+	d.fence = f
+	d.fenceMu.Unlock()
+}
+
+// epoch is what the robot's next command carries: its epoch, whether the
+// lease is held, and whether the driver is in a cluster at all.
+func (d *Driver) epoch() (epoch uint64, held, cluster bool) {
+	if d.fleet.bridge == "" {
+		return 0, true, false
+	}
+	d.fenceMu.Lock()
+	f := d.fence
+	d.fenceMu.Unlock()
+	if f == nil {
+		return 0, false, true
+	}
+	epoch, held = f.Epoch()
+	return epoch, held, true
+}
+
+// fenced is the error of a command the fence kept from being published.
+func (d *Driver) fenced(what string, epoch uint64) error {
+	return fmt.Errorf("mqtt %s: bridge %s does not hold robot %s's lease (last epoch %d); nothing was sent: %w", what, d.fleet.bridge, d.topics.ID, epoch, ErrFenced)
+}
 
 // New validates conf and returns a driver with a connection of its own:
 // a fleet of one, subscribed to this robot's topics only, whose last will
@@ -184,7 +238,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		d.mu.Unlock()
 		return err
 	}
-	if !d.fleet.single {
+	if !d.fleet.single && d.fleet.bridge == "" {
 		// The fleet announces the started robots on every connect; one
 		// started on a connection already up announces itself.
 		_, _ = d.fleet.publish(d.topics.Bridge(), 1, true, []byte(StatusOnline))
@@ -410,6 +464,13 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 	if cmd.ID == "" {
 		return fmt.Errorf("mqtt send: %w", errors.New("a command needs an id (the robot dedupes by it)"))
 	}
+	epoch, held, cluster := d.epoch()
+	if !held {
+		return d.fenced(fmt.Sprintf("send %q", cmd.ID), epoch)
+	}
+	if cluster {
+		cmd.Epoch, cmd.Bridge = epoch, d.fleet.bridge
+	}
 	if !d.LinkUp() {
 		return fmt.Errorf("mqtt send %q: %w", cmd.ID, ErrLinkDown)
 	}
@@ -466,6 +527,11 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 			case AckProgress:
 				continue
 			case AckFailed:
+				if strings.HasPrefix(a.Reason, staleEpochReason) {
+					// The robot saw a newer epoch: another bridge holds
+					// its lease now.
+					return &CommandError{ID: cmd.ID, Action: p.Action, Reason: a.Reason, Err: fmt.Errorf("%w: %w", ErrRefused, ErrFenced)}
+				}
 				return &CommandError{ID: cmd.ID, Action: p.Action, Reason: a.Reason, Err: ErrRefused}
 			}
 			// accepted, or done before the accepted arrived.
@@ -492,6 +558,10 @@ func (d *Driver) Send(ctx context.Context, cmd robot.Command) error {
 		}
 	}
 }
+
+// staleEpochReason starts the reason of a robot's failed ack for a
+// command of an older epoch than it has seen (the contract's words).
+const staleEpochReason = "stale_epoch"
 
 // doneToken is a token already done, so a select on it never fires again.
 type doneToken struct{}
@@ -522,11 +592,19 @@ func (d *Driver) Refresh(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mqtt refresh: %w", err)
 	}
+	epoch, held, cluster := d.epoch()
+	if !held {
+		return d.fenced("refresh", epoch)
+	}
 	d.cmdMu.Lock()
 	d.stopSeq++
 	id := fmt.Sprintf("refresh-%s-%d", d.session, d.stopSeq)
 	d.cmdMu.Unlock()
-	raw, err := Marshal(Command{V: Version, ID: id, Action: ActionRefresh, Issued: d.clk.Now()})
+	p := Command{V: Version, ID: id, Action: ActionRefresh, Issued: d.clk.Now()}
+	if cluster {
+		p.Epoch, p.Bridge = epoch, d.fleet.bridge
+	}
+	raw, err := Marshal(p)
 	if err != nil {
 		return fmt.Errorf("mqtt refresh: %w", err)
 	}
@@ -562,7 +640,14 @@ func (d *Driver) Stop(_ context.Context) error {
 		}
 	}
 	d.cmdMu.Unlock()
-	raw, err := Marshal(Command{V: Version, ID: id, Action: ActionStop, Issued: d.clk.Now()})
+	p := Command{V: Version, ID: id, Action: ActionStop, Issued: d.clk.Now()}
+	// A stop is always sent, held lease or not; in a cluster with the last
+	// epoch the fence knew (one the robot may have moved past: it obeys a
+	// stop of any epoch).
+	if epoch, _, cluster := d.epoch(); cluster {
+		p.Epoch, p.Bridge = epoch, d.fleet.bridge
+	}
+	raw, err := Marshal(p)
 	if err != nil {
 		return fmt.Errorf("mqtt stop: %w", err)
 	}
@@ -589,10 +674,18 @@ func (d *Driver) Close() error {
 	}
 	d.closing = true
 	d.mu.Unlock()
-	if tok, err := d.publish(d.topics.Bridge(), 1, true, []byte(StatusOffline)); err == nil {
-		tok.WaitTimeout(time.Second)
+	var err error
+	if d.fleet.bridge == "" {
+		if tok, perr := d.publish(d.topics.Bridge(), 1, true, []byte(StatusOffline)); perr == nil {
+			tok.WaitTimeout(time.Second)
+		}
+		err = d.Stop(context.Background())
+	} else if _, held, _ := d.epoch(); held {
+		// In a cluster only the lease holder's close stops the robot: the
+		// robot may be another bridge's, which this one must not
+		// interrupt by shutting down.
+		err = d.Stop(context.Background())
 	}
-	err := d.Stop(context.Background())
 	d.mu.Lock()
 	d.started, d.closing = false, false
 	// Commands waiting on the link fail now. The robot's status stays

@@ -51,6 +51,24 @@ type FleetConf struct {
 	// Conf.StateTimeout). By default each robot has its own, from its
 	// safety section.
 	StateTimeout time.Duration
+	// BridgeID (optional) is this bridge's id in a cluster of bridges
+	// sharing one fleet ([a-z0-9][a-z0-9._-]{0,31}). Set, the fleet:
+	//   - announces itself on ClusterBridge(prefix, id) (retained online,
+	//     the connection's last will offline) instead of FleetBridge, and
+	//     never touches a robot's {prefix}/{id}/bridge, which the bridges
+	//     of a cluster share and a robot obeys from anyone;
+	//   - stamps every command (motion, stop, refresh) with the id and the
+	//     robot's lease epoch from its Fence (Driver.SetFence): a motion or
+	//     refresh without a fence that says ok publishes nothing and fails
+	//     with ErrFenced; a stop is always published, with the fence's last
+	//     epoch;
+	//   - at Close, stops only the robots whose fence says ok;
+	//   - appends "-<id>" to the MQTT client id (so the bridges of a
+	//     cluster, sharing one hw-config, do not take each other's
+	//     connection over at the broker).
+	// Empty (the default), nothing of this applies and every byte on the
+	// wire is as without clusters.
+	BridgeID string
 
 	// single is New's fleet of one: the robot's own topics rather than
 	// wildcards, and the last will on its {prefix}/{id}/bridge, exactly
@@ -89,6 +107,7 @@ type Fleet struct {
 	met    *Metrics
 	single bool
 	will   string // the connection's last will topic
+	bridge string // FleetConf.BridgeID: "" without a cluster
 
 	drivers map[string]*Driver // fixed at NewFleet
 	order   []*Driver          // fixed at NewFleet: config order
@@ -148,6 +167,12 @@ func NewFleet(conf FleetConf) (*Fleet, error) {
 	if conf.ReadyTimeout <= 0 {
 		conf.ReadyTimeout = 10 * time.Second
 	}
+	if conf.BridgeID != "" && !ValidBridgeID(conf.BridgeID) {
+		return nil, fmt.Errorf("mqtt: FleetConf.BridgeID %q is not a bridge id: 1 to 32 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", conf.BridgeID)
+	}
+	if conf.BridgeID != "" && conf.single {
+		return nil, errors.New("mqtt: a bridge id (a cluster of bridges) needs a fleet (NewFleet), not a one-robot driver")
+	}
 	id := m.ClientID
 	switch {
 	case id != "":
@@ -156,6 +181,12 @@ func NewFleet(conf FleetConf) (*Fleet, error) {
 	default:
 		id = "robot-bridge-fleet-" + first.Robot.ID
 	}
+	if conf.BridgeID != "" {
+		if m.ClientID == "" {
+			id = "robot-bridge-fleet"
+		}
+		id += "-" + conf.BridgeID
+	}
 	conn, err := ConnectionFrom(m, conf.Broker, id, conf.Env)
 	if err != nil {
 		return nil, err
@@ -163,9 +194,12 @@ func NewFleet(conf FleetConf) (*Fleet, error) {
 	f := &Fleet{
 		conn: conn, prefix: m.TopicPrefix, qos: byte(m.QoS), ready: conf.ReadyTimeout, clk: conf.Clock,
 		log: conf.Logger.With("component", "mqtt"), met: NewMetrics(conf.Registerer), single: conf.single,
-		drivers: make(map[string]*Driver, len(cfgs)), warned: map[Reason]*burst{},
+		drivers: make(map[string]*Driver, len(cfgs)), warned: map[Reason]*burst{}, bridge: conf.BridgeID,
 	}
 	f.will = FleetBridge(f.prefix)
+	if f.bridge != "" {
+		f.will = ClusterBridge(f.prefix, f.bridge)
+	}
 	if f.single {
 		f.will = Topics{Prefix: f.prefix, ID: first.Robot.ID}.Bridge()
 	}
@@ -228,6 +262,26 @@ func (f *Fleet) Drivers() []*Driver { return append([]*Driver(nil), f.order...) 
 
 // Metrics returns the fleet's collectors (shared by its drivers).
 func (f *Fleet) Metrics() *Metrics { return f.met }
+
+// BridgeID is FleetConf.BridgeID: this bridge's id in a cluster, "" for a
+// bridge on its own.
+func (f *Fleet) BridgeID() string { return f.bridge }
+
+// StatusTopic is the topic of the connection's last will, where the fleet
+// says online: ClusterBridge(prefix, id) in a cluster, FleetBridge(prefix)
+// for a fleet on its own, the robot's {prefix}/{id}/bridge for New's.
+func (f *Fleet) StatusTopic() string { return f.will }
+
+// SetFence sets the fence of the robot id's driver (see Driver.SetFence);
+// an error when id is not one of the fleet's.
+func (f *Fleet) SetFence(id string, fence Fence) error {
+	d := f.drivers[id]
+	if d == nil {
+		return fmt.Errorf("mqtt: robot %q is not one of this fleet's %d", truncate(id, 64), len(f.order))
+	}
+	d.SetFence(fence)
+	return nil
+}
 
 // Prefix is the topic prefix the fleet's robots share.
 func (f *Fleet) Prefix() string { return f.prefix }
@@ -410,7 +464,7 @@ func (f *Fleet) onConnect(c paho.Client) {
 		return
 	}
 	c.Publish(f.will, 1, true, StatusOnline)
-	if !f.single {
+	if !f.single && f.bridge == "" {
 		for _, d := range f.order {
 			if d.isStarted() {
 				c.Publish(d.topics.Bridge(), 1, true, StatusOnline)

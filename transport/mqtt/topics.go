@@ -60,6 +60,23 @@ func (t Topics) ActionOf(topic string) (string, bool) {
 // three or more) can be mistaken for it.
 func FleetBridge(prefix string) string { return prefix + "/bridge" }
 
+// ClusterBridge is the status topic of the bridge id in a cluster of
+// bridges (FleetConf.BridgeID): retained online, and the connection's last
+// will offline. Every bridge of a cluster has its own, so a robot tells
+// which bridge died and stops only if it was the one that last commanded
+// it. Two levels, as FleetBridge, so never a robot's topic.
+func ClusterBridge(prefix, id string) string { return prefix + "/bridge-" + id }
+
+// ClusterBridgeOf returns the bridge id of a ClusterBridge topic under
+// prefix; false for any other topic.
+func ClusterBridgeOf(prefix, topic string) (string, bool) {
+	id, ok := strings.CutPrefix(topic, prefix+"/bridge-")
+	if !ok || !ValidBridgeID(id) {
+		return "", false
+	}
+	return id, true
+}
+
 // SplitTopic cuts a topic under prefix into the robot id and what follows
 // it ({prefix}/{id}/{rest}); false when the topic is not of that shape.
 func SplitTopic(prefix, topic string) (id, rest string, ok bool) {

@@ -153,8 +153,7 @@ func (l *Link) Close() error {
 // onConnect subscribes (the session is clean, so after every reconnect
 // too) and has every node on the link say online again.
 func (l *Link) onConnect(c paho.Client) {
-	all := mqtt.Topics{Prefix: l.prefix, ID: "+"}
-	subs := map[string]byte{all.CmdFilter(): l.qos, all.Bridge(): 1, mqtt.FleetBridge(l.prefix): 1}
+	subs := subscriptions(mqtt.Topics{Prefix: l.prefix, ID: "+"}, l.qos)
 	tok := c.SubscribeMultiple(subs, l.route)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		l.log.Warn("simnode: the link's subscribe failed", "err", tok.Error())
@@ -176,7 +175,8 @@ func (l *Link) onConnect(c paho.Client) {
 // route hands a message to the node its topic names, and the fleet
 // bridge's status to every node. It runs on paho's goroutine.
 func (l *Link) route(c paho.Client, m paho.Message) {
-	if m.Topic() == mqtt.FleetBridge(l.prefix) {
+	_, cluster := mqtt.ClusterBridgeOf(l.prefix, m.Topic())
+	if m.Topic() == mqtt.FleetBridge(l.prefix) || cluster {
 		l.mu.Lock()
 		nodes := make([]*Node, 0, len(l.nodes))
 		for _, n := range l.nodes {

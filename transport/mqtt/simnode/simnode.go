@@ -90,6 +90,10 @@ type Node struct {
 	evAt     time.Time
 	tick     int
 	online   bool // guarded by mu: connected and announced
+	// lastBridge is the bridge id of the last motion command accepted or
+	// refresh obeyed (a cluster of bridges; "" otherwise): the one whose
+	// last will stops the robot.
+	lastBridge string // guarded by mu
 }
 
 // goal is an accepted command the node watches until it is done or fails.
@@ -364,8 +368,7 @@ func (n *Node) open(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 }
 
 func (n *Node) onConnect(c paho.Client) {
-	subs := map[string]byte{n.topics.CmdFilter(): n.qos, n.topics.Bridge(): 1, mqtt.FleetBridge(n.topics.Prefix): 1}
-	tok := c.SubscribeMultiple(subs, n.route)
+	tok := c.SubscribeMultiple(subscriptions(n.topics, n.qos), n.route)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		n.log.Warn("simnode: subscribe failed", "err", tok.Error())
 		return
@@ -392,6 +395,12 @@ func (n *Node) route(_ paho.Client, m paho.Message) {
 		}
 		return
 	}
+	if b, ok := mqtt.ClusterBridgeOf(n.topics.Prefix, m.Topic()); ok {
+		if strings.TrimSpace(string(m.Payload())) == mqtt.StatusOffline {
+			n.clusterBridgeOffline(b)
+		}
+		return
+	}
 	action, ok := n.topics.ActionOf(m.Topic())
 	if !ok {
 		return
@@ -410,9 +419,12 @@ func (n *Node) route(_ paho.Client, m paho.Message) {
 		n.onStop(c)
 	case mqtt.ActionRefresh:
 		// A refresh older than the watchdog's timeout says nothing about
-		// the bridge now.
-		if n.clk.Since(c.Issued) <= n.sim.CommandTimeout() && !n.sim.LinkDrop() {
-			n.sim.Refresh()
+		// the bridge now; one of an older epoch than the robot has seen
+		// comes from a bridge that lost the robot and feeds nothing.
+		if n.clk.Since(c.Issued) <= n.sim.CommandTimeout() && !n.sim.LinkDrop() && n.sim.RefreshFrom(c.Epoch, c.Bridge) {
+			n.mu.Lock()
+			n.lastBridge = c.Bridge
+			n.mu.Unlock()
 		}
 	default:
 		select {
@@ -423,7 +435,12 @@ func (n *Node) route(_ paho.Client, m paho.Message) {
 	}
 }
 
+// onStop obeys a stop, whatever its epoch. One of an older epoch than the
+// robot has seen (a bridge that lost the robot) stops it but does not
+// refuse the current owner's commands issued before it: issued stamps of
+// two bridges come from two clocks.
 func (n *Node) onStop(c mqtt.Command) {
+	stale := c.Epoch < n.sim.Epoch()
 	n.mu.Lock()
 	dup := n.stopIDs[c.ID]
 	n.stopIDs[c.ID] = true
@@ -431,7 +448,7 @@ func (n *Node) onStop(c mqtt.Command) {
 		clear(n.stopIDs)
 		n.stopIDs[c.ID] = true
 	}
-	if c.Issued.After(n.lastStop) {
+	if c.Issued.After(n.lastStop) && !stale {
 		n.lastStop = c.Issued
 	}
 	n.base, n.arm, n.grip = nil, nil, nil
@@ -439,7 +456,32 @@ func (n *Node) onStop(c mqtt.Command) {
 	if dup {
 		return
 	}
-	n.sim.Stop()
+	n.sim.StopFrom(c.Epoch, c.Bridge)
+}
+
+// clusterBridgeOffline stops the robot when bridge, whose status topic
+// says offline (its last will, or its shutdown), is the bridge that last
+// commanded it; another bridge's death is none of this robot's business.
+func (n *Node) clusterBridgeOffline(bridge string) {
+	n.mu.Lock()
+	mine := n.lastBridge == bridge
+	if mine {
+		n.base, n.arm, n.grip = nil, nil, nil
+	}
+	n.mu.Unlock()
+	if !mine {
+		n.log.Debug("simnode: a bridge of the cluster is offline; it does not command this robot", "bridge", bridge)
+		return
+	}
+	n.sim.BridgeOffline(bridge)
+	n.log.Warn("simnode: the bridge that last commanded the robot is offline (its last will or its shutdown); stopped", "bridge", bridge)
+}
+
+// subscriptions are a node's filters: its commands, its own bridge topic,
+// and every two-level status topic under the prefix ({prefix}/+): the
+// fleet bridge's and each cluster bridge's ({prefix}/bridge-{id}).
+func subscriptions(t mqtt.Topics, qos byte) map[string]byte {
+	return map[string]byte{t.CmdFilter(): qos, t.Bridge(): 1, t.Prefix + "/+": 1}
 }
 
 func (n *Node) clearGoals() {
@@ -491,6 +533,11 @@ func (n *Node) execute(c mqtt.Command) {
 	switch {
 	case err != nil:
 		a.Status, a.Reason = mqtt.AckFailed, err.Error()
+	case c.Epoch < n.sim.Epoch():
+		// Refused by the simulator, which logs it; the reason is the
+		// contract's "stale_epoch: …".
+		err := n.sim.Command(cmd)
+		a.Status, a.Reason = mqtt.AckFailed, staleReason(err)
 	case now.After(c.Deadline):
 		a.Status, a.Reason = mqtt.AckFailed, fmt.Sprintf("deadline passed %s ago; a late command is refused", now.Sub(c.Deadline).Round(time.Millisecond))
 	case c.Issued.Before(lastStop):
@@ -498,6 +545,9 @@ func (n *Node) execute(c mqtt.Command) {
 	default:
 		if err := n.sim.Command(cmd); err != nil {
 			a.Status, a.Reason = mqtt.AckFailed, err.Error()
+			if errors.Is(err, sim.ErrStaleEpoch) {
+				a.Reason = staleReason(err)
+			}
 		}
 	}
 	a.Stamp = n.clk.Now()
@@ -509,6 +559,7 @@ func (n *Node) execute(c mqtt.Command) {
 		n.seenRing = n.seenRing[1:]
 	}
 	if a.Status == mqtt.AckAccepted {
+		n.lastBridge = c.Bridge
 		g := &goal{id: c.ID, since: n.sim.Now()}
 		switch cmd.Kind {
 		case robot.CmdMoveBase:
@@ -524,6 +575,20 @@ func (n *Node) execute(c mqtt.Command) {
 	}
 	n.mu.Unlock()
 	n.ack(a)
+}
+
+// staleReason is the ack reason of a command refused for its epoch: the
+// simulator's reason, which starts with "stale_epoch: ".
+func staleReason(err error) string {
+	if re, ok := errors.AsType[*sim.RejectError](err); ok && errors.Is(err, sim.ErrStaleEpoch) {
+		return re.Reason
+	}
+	if err == nil {
+		// The newest epoch only grows, so this does not happen; say so
+		// in the contract's words all the same.
+		return "stale_epoch: the command's epoch is older than the newest the robot has seen"
+	}
+	return err.Error()
 }
 
 func (n *Node) ack(a mqtt.Ack) {
