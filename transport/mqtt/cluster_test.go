@@ -290,7 +290,9 @@ func TestCluster_TwoBridgesOneRobot_TheOldOwnerIsFencedAndItsWillStopsOnlyItsRob
 	require.NoError(t, a.SetFence("r2", aR2))
 	bR1 := held(2)
 	require.NoError(t, b.SetFence("r1", bR1)) // b holds robot 1 from epoch 2; robot 2 never
-	keepRefreshing(t, a.Driver("r1"), a.Driver("r2"), b.Driver("r1"), b.Driver("r2"))
+	// Bridge a feeds its robots' watchdogs throughout; b (below) only once
+	// its stop alone has fenced a.
+	keepRefreshing(t, a.Driver("r1"), a.Driver("r2"))
 
 	// Given bridge a drives robot 1 at epoch 1
 	require.NoError(t, a.Driver("r1").Send(context.Background(), baseCmd("a-r1-1", 4, 0)))
@@ -333,6 +335,7 @@ func TestCluster_TwoBridgesOneRobot_TheOldOwnerIsFencedAndItsWillStopsOnlyItsRob
 	require.Contains(t, refused.Error, "stale_epoch")
 
 	// When b drives robot 1 and a drives robot 2 (whose lease a holds)
+	keepRefreshing(t, b.Driver("r1"), b.Driver("r2"))
 	require.NoError(t, b.Driver("r1").Send(context.Background(), baseCmd("b-r1-1", 4, 0)))
 	require.NoError(t, a.Driver("r2").Send(context.Background(), baseCmd("a-r2-1", 4, 0)))
 	rostest.Eventually(t, 10*time.Second, func() bool {
