@@ -11,6 +11,15 @@
 // link, spurious robot e-stop, gripper slip, sensor noise) can be injected
 // through a Go API or an HTTP handler.
 //
+// Lease epochs fence a cluster of bridges: the simulator keeps the newest
+// epoch a command (Command, robot.Command.Epoch), stop (StopFrom) or
+// refresh (RefreshFrom) carried; a motion command of an older epoch is
+// refused (ErrStaleEpoch) and moves nothing, a stop of any epoch is
+// obeyed, a refresh of an older epoch feeds no watchdog. (Epoch, the sim
+// time's start, is unrelated to these.) The command log records each
+// command's and stop's epoch and bridge; without a cluster they are zero
+// and absent from its JSON.
+//
 // Physics advances only through Step, and sim time starts at the fixed Epoch,
 // so two simulators with the same seed that receive the same calls produce
 // identical trajectories and detections. All randomness comes from one

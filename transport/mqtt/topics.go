@@ -10,6 +10,7 @@ import "strings"
 //	{prefix}/{id}/events         robot → bridge, JSON (Event)
 //	{prefix}/{id}/status         robot's status, retained: online, or its last will offline
 //	{prefix}/{id}/bridge         bridge's status, retained: online, or its last will offline
+//	{prefix}/bridge-{bridge}     a cluster bridge's status (ClusterBridge), retained
 //
 // Every topic of a robot sits under {prefix}/{id}/, so a bridge in front of
 // many robots subscribes to {prefix}/+/state and friends and routes by the

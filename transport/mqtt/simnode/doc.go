@@ -39,4 +39,16 @@
 // bridge's reaction to it is tested; the shared link is for scale runs.
 // Both watch {prefix}/bridge, a fleet bridge's last will, beside each
 // robot's {prefix}/{id}/bridge.
+//
+// Several bridges (a cluster; see package mqtt, "Fencing"). A node hands
+// each command's epoch and bridge id to the simulator, which keeps the
+// newest epoch: a motion command of an older epoch is refused (ack failed
+// "stale_epoch: …", logged in the simulator's command log with its epoch
+// and bridge), a stop of any epoch is obeyed (one of an older epoch does
+// not refuse the current owner's commands issued before it), a refresh of
+// an older epoch feeds no watchdog. The node remembers the bridge of the
+// last motion it accepted or refresh it obeyed, watches {prefix}/+ and
+// stops when {prefix}/bridge-{that bridge} says offline (logged as a stop
+// with the reason, and as a bridge_offline event); another bridge's
+// offline leaves it alone.
 package simnode
