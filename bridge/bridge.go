@@ -63,6 +63,9 @@ type Conf struct {
 	// Store (optional) chooses the store's engine (StoreConf). It
 	// defaults to the SQLite file in DataDir.
 	Store StoreConf
+	// Cluster (optional) puts the bridge in a cluster of bridges in front
+	// of one fleet (ClusterConf). It defaults to a bridge on its own.
+	Cluster ClusterConf
 }
 
 // driver is what the bridge needs of a transport beyond safety.Driver:
@@ -96,7 +99,13 @@ type Bridge struct {
 	embedded *mqtt.Broker
 	api      *toolapi.Server
 	handler  http.Handler
-	bus      *events.Bus
+	// opMux holds the operator routes that a cluster forwards, without
+	// authentication: the mailbox replays another bridge's operator
+	// requests through it (cluster_http.go).
+	opMux *http.ServeMux
+	// cluster is nil unless the bridge is in a cluster (Conf.Cluster).
+	cluster *cluster
+	bus     *events.Bus
 	dur      *durable // the store and the metrics (store.go)
 
 	// td holds the release of everything New and Start acquired, run
@@ -207,8 +216,13 @@ func New(conf Conf) (_ *Bridge, err error) {
 
 	// A store that cannot be configured (postgres without a DSN, a bad
 	// driver name) is refused before anything is written to the data dir.
-	if _, _, err := b.storeEngine(); err != nil {
+	drv, _, err := b.storeEngine()
+	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	cc, clustered, err := resolveCluster(conf.Cluster, conf.Env, cfg, drv)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: cluster: %w", err)
 	}
 	tokens, created, err := toolapi.LoadOrCreateTokens(conf.DataDir, conf.Env)
 	if err != nil {
@@ -234,6 +248,12 @@ func New(conf Conf) (_ *Bridge, err error) {
 		s := &robotStack{id: rc.Robot.ID, cfg: rc}
 		b.robots = append(b.robots, s)
 		b.byID[s.id] = s
+	}
+	if clustered {
+		b.cluster = newCluster(b, cc)
+		for _, s := range b.robots {
+			s.lease = b.cluster.leases[s.id]
+		}
 	}
 	// The robot links are the first thing acquired, so their release —
 	// each driver's final stop and close — is the last of every
@@ -288,7 +308,7 @@ func New(conf Conf) (_ *Bridge, err error) {
 	b.api, err = toolapi.New(toolapi.Conf{
 		HWConfig:    cfg,
 		Fleet:       newAPIFleet(b.apiRobots()),
-		Idempotency: b.dur.st,
+		Idempotency: b.idempotency(),
 		Tokens:      tokens,
 		Ready:       b.readyDurable,
 		Clock:       conf.Clock,
@@ -307,14 +327,19 @@ func New(conf Conf) (_ *Bridge, err error) {
 
 func (b *Bridge) mountRoutes() {
 	ah := approval.NewHTTPHandler(b.approvals, approval.HTTPConf{Principal: principalName, Logger: b.conf.Logger})
-	for _, p := range []string{"/v1/approvals", "/v1/approvals/", "/v1/grants", "/v1/grants/"} {
-		b.api.Mount(p, ah, toolapi.RoleOperator)
-	}
+	// In a cluster, a decision or a change of a robot another bridge
+	// drives is carried to that bridge (cluster_http.go).
+	b.opMux = http.NewServeMux()
+	b.mountOperator("/v1/approvals", ah, toolapi.RoleOperator, nil)
+	b.mountOperator("/v1/approvals/", ah, toolapi.RoleOperator, b.approvalRobot)
+	b.mountOperator("/v1/grants", ah, toolapi.RoleOperator, bodyRobot)
+	b.mountOperator("/v1/grants/", ah, toolapi.RoleOperator, b.grantRobot)
 	// Any authenticated role may press the e-stop; only an operator may
 	// reset it or clear a latched fault.
 	b.api.Mount("POST /v1/estop", http.HandlerFunc(b.handleEStop), toolapi.RoleAgent)
-	b.api.Mount("POST /v1/estop/reset", http.HandlerFunc(b.handleEStopReset), toolapi.RoleOperator)
-	b.api.Mount("POST /v1/faults/clear", http.HandlerFunc(b.handleFaultClear), toolapi.RoleOperator)
+	b.mountOperator("POST /v1/estop/reset", http.HandlerFunc(b.handleEStopReset), toolapi.RoleOperator, bodyRobot)
+	b.mountOperator("POST /v1/faults/clear", http.HandlerFunc(b.handleFaultClear), toolapi.RoleOperator, bodyRobot)
+	b.mountCluster()
 	b.api.Mount("GET /v1/safety", http.HandlerFunc(b.handleSafety), toolapi.RoleAgent)
 	b.api.Mount("GET /v1/robots", http.HandlerFunc(b.handleRobots), toolapi.RoleAgent)
 	if b.first().sim != nil {
@@ -370,6 +395,11 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 	}
 	// Restart recovery: latches restored, a stop sent, the store settled,
 	// all before the listener opens.
+	if b.cluster != nil {
+		// The free robots this bridge claims become its own before the
+		// recovery, which settles only those.
+		b.cluster.claimAtStart(long)
+	}
 	if err := b.recoverDurable(long); err != nil {
 		return err
 	}
@@ -379,6 +409,11 @@ func (b *Bridge) Start(ctx context.Context) (err error) {
 		b.bg.Wait()
 		return nil
 	})
+	if b.cluster != nil {
+		if err := b.cluster.run(runCtx, &b.bg); err != nil {
+			return err
+		}
+	}
 	for _, s := range b.robots {
 		states, unsubscribe := s.drv.Subscribe()
 		b.bg.Go(func() {

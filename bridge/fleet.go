@@ -35,6 +35,8 @@ type robotStack struct {
 	perception *perception.Summarizer
 	sup        *safety.Supervisor
 	runner     *actions.Runner
+	// lease is the robot's lease in a cluster of bridges, nil otherwise.
+	lease *lease
 }
 
 // AllRobots is the robot id that names every robot of the bridge in the
@@ -175,14 +177,18 @@ func robotLogger(l *slog.Logger, s *robotStack, fleet bool) *slog.Logger {
 func (b *Bridge) newSafetyStack(s *robotStack) error {
 	logger := robotLogger(b.conf.Logger, s, b.fleet())
 	var err error
-	s.sup, err = safety.New(safety.Conf{
+	sc := safety.Conf{
 		Config: s.cfg, Driver: s.drv, Grants: b.approvals, Clock: b.clock, Logger: logger, Traffic: b.traffic,
 		Observer: safety.ObserverFunc(func(e safety.Event) {
 			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
 			b.dur.SafetyEvent(e)
 			b.faultEscalation(e)
 		}),
-	})
+	}
+	if s.lease != nil {
+		sc.Fence = s.lease
+	}
+	s.sup, err = safety.New(sc)
 	if err != nil {
 		return fmt.Errorf("bridge: supervisor of %s: %w", s.id, err)
 	}

@@ -21,9 +21,9 @@ const maxPauseReason = 1000
 // task (issue 14). Only an operator may call them: an agent stops its own
 // task with cancel_task or the stop tool.
 func (b *Bridge) mountPause() {
-	b.api.Mount("POST /v1/tasks/{id}/pause", http.HandlerFunc(b.handlePause), toolapi.RoleOperator)
-	b.api.Mount("POST /v1/tasks/{id}/resume", http.HandlerFunc(b.handleResume), toolapi.RoleOperator)
-	b.api.Mount("POST /v1/tasks/{id}/abort", http.HandlerFunc(b.handleAbort), toolapi.RoleOperator)
+	b.mountOperator("POST /v1/tasks/{id}/pause", http.HandlerFunc(b.handlePause), toolapi.RoleOperator, b.taskRobot)
+	b.mountOperator("POST /v1/tasks/{id}/resume", http.HandlerFunc(b.handleResume), toolapi.RoleOperator, b.taskRobot)
+	b.mountOperator("POST /v1/tasks/{id}/abort", http.HandlerFunc(b.handleAbort), toolapi.RoleOperator, b.taskRobot)
 }
 
 // decodePauseBody reads {"reason": "..."} strictly: unknown fields, a

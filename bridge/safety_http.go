@@ -154,13 +154,23 @@ func (b *Bridge) changeLatch(ctx context.Context, ss []*robotStack, what string,
 // resetEStop clears the e-stop latch of the robots in ss on behalf of the
 // operator by.
 func (b *Bridge) resetEStop(ctx context.Context, ss []*robotStack, by string) ([]latchChange, []latchRefusal) {
-	return b.changeLatch(ctx, ss, "the e-stop is reset in the supervisor", func(s *robotStack) error { return s.sup.ResetEStop(by) })
+	return b.changeLatch(ctx, ss, "the e-stop is reset in the supervisor", func(s *robotStack) error {
+		if err := b.mayRelease(s, "its e-stop is reset"); err != nil {
+			return err
+		}
+		return s.sup.ResetEStop(by)
+	})
 }
 
 // clearFault clears a latched fault of the robots in ss on behalf of the
 // operator by.
 func (b *Bridge) clearFault(ctx context.Context, ss []*robotStack, by string) ([]latchChange, []latchRefusal) {
-	return b.changeLatch(ctx, ss, "the fault is cleared in the supervisor", func(s *robotStack) error { return s.sup.ClearFault(by) })
+	return b.changeLatch(ctx, ss, "the fault is cleared in the supervisor", func(s *robotStack) error {
+		if err := b.mayRelease(s, "its fault is cleared"); err != nil {
+			return err
+		}
+		return s.sup.ClearFault(by)
+	})
 }
 
 // handleEStop latches the e-stop: of the robot the body names, or of

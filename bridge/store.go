@@ -129,8 +129,12 @@ func (b *Bridge) openDurable() error {
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
+	bridgeID := ""
+	if b.cluster != nil {
+		bridgeID = b.cluster.conf.BridgeID
+	}
 	st, err := store.Open(context.Background(), store.Conf{
-		Driver: drv, DSN: dsn, Dir: b.conf.DataDir, Clock: b.clock, Logger: b.conf.Logger,
+		Driver: drv, DSN: dsn, Dir: b.conf.DataDir, Clock: b.clock, Logger: b.conf.Logger, BridgeID: bridgeID,
 		Redact: reg.Redact, OnDrop: m.StoreDropped, ObserveWrite: m.StoreWrite,
 	})
 	if err != nil {
@@ -191,11 +195,30 @@ type durableTasks struct {
 	// legacy is true for the bridge's only robot: tasks stored by a
 	// bridge that did not yet name its robot are its.
 	legacy bool
+	// fence is the robot's lease in a cluster (nil otherwise): a call
+	// for a robot another bridge drives is refused before any task
+	// exists, naming that bridge.
+	fence safety.Fence
 }
 
 // tasks wraps robot s's runner for the tool API.
 func (d *durable) tasks(s *robotStack, legacy bool) durableTasks {
-	return durableTasks{Runner: s.runner, st: d.st, robot: s.id, legacy: legacy}
+	t := durableTasks{Runner: s.runner, st: d.st, robot: s.id, legacy: legacy}
+	if s.lease != nil {
+		t.fence = s.lease
+	}
+	return t
+}
+
+// Submit implements toolapi.Tasks: in a cluster, only the bridge that
+// holds the robot's lease creates its tasks.
+func (t durableTasks) Submit(ctx context.Context, r actions.Request) (actions.TaskView, error) {
+	if t.fence != nil {
+		if err := t.fence.Hold(); err != nil {
+			return actions.TaskView{}, err
+		}
+	}
+	return t.Runner.Submit(ctx, r)
 }
 
 func isNotFound(err error) bool {
@@ -279,10 +302,20 @@ const CrashFaultReason = "the bridge restarted after an unclean shutdown"
 // audits the restart. Only then may the listener open.
 func (b *Bridge) recoverDurable(ctx context.Context) error {
 	d := b.dur
+	// In a cluster the recovery is of the robots this bridge holds; the
+	// others' latches are mirrored, and their owners settle them.
+	mine := b.robots
+	if b.cluster != nil {
+		mine = b.cluster.ownedStacks()
+	}
 	for _, s := range b.robots {
 		estop, fault, err := d.st.Latches(ctx, s.id)
 		if err != nil {
 			return fmt.Errorf("bridge: read latches of %s: %w", s.id, err)
+		}
+		if b.cluster != nil && !b.cluster.owns(s.id) {
+			s.sup.MirrorLatches(estop, fault)
+			continue
 		}
 		s.sup.RestoreLatches(estop, fault)
 	}
@@ -297,12 +330,12 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 			// Latched before the stop and long before the API opens; a
 			// fault latched already keeps its own cause. Every robot:
 			// nobody knows which of them was moving when the bridge died.
-			for _, s := range b.robots {
+			for _, s := range mine {
 				s.sup.RestoreLatches(safety.EStopStatus{}, *crash)
 			}
 		}
 	}
-	stopErr := eachRobot(b.robots, func(s *robotStack) error {
+	stopErr := eachRobot(mine, func(s *robotStack) error {
 		if err := s.sup.Stop(ctx, "bridge", "bridge start: the robot is stopped before the API opens"); err != nil {
 			if b.fleet() {
 				return fmt.Errorf("%s: %w", s.id, err)
@@ -320,8 +353,15 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 	if b.fleet() {
 		details["robots"] = len(b.robots)
 	}
+	ids := make([]string, len(mine))
+	for i, s := range mine {
+		ids[i] = s.id
+	}
+	if b.cluster != nil {
+		details["bridge_id"] = b.cluster.conf.BridgeID
+	}
 	rep, err := d.st.Recover(ctx, store.RecoverInput{
-		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr, CrashFault: crash, Robots: b.RobotIDs(),
+		By: "bridge", StopSent: stopErr == nil, StopErr: stopErr, CrashFault: crash, Robots: ids,
 		Details: details,
 	})
 	if err != nil {
@@ -330,7 +370,7 @@ func (b *Bridge) recoverDurable(ctx context.Context) error {
 	if crash != nil {
 		// Recorded with the restart; the bus and the metrics learn of it
 		// like of any fault.
-		for _, s := range b.robots {
+		for _, s := range mine {
 			e := safety.Event{Kind: safety.EventFaultLatched, At: crash.Since, RobotID: s.id, By: "bridge", Reason: crash.Reason}
 			d.m.SafetyEvent(e)
 			b.bus.Publish(events.TypeSafety, e.At, safetyEventData(e))
@@ -366,6 +406,11 @@ func (b *Bridge) closeDurable(ctx context.Context) error {
 	b.dur.mu.Unlock()
 	if !recovered {
 		return b.dur.st.Close()
+	}
+	if b.cluster != nil {
+		// The robots were stopped by their supervisors' releases; the
+		// leases go back so a bridge that claims them takes them at once.
+		b.cluster.releaseAll(ctx)
 	}
 	if _, err := b.dur.st.AppendAudit(ctx, store.AuditRecord{
 		Type: store.AuditBridgeStop, Actor: "bridge",

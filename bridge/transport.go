@@ -66,7 +66,7 @@ func (b *Bridge) newMQTTDrivers() error {
 		b.td.add("embedded MQTT broker", func(context.Context) error { return br.Close() })
 		broker = br.URL()
 	}
-	if !b.fleet() {
+	if !b.fleet() && b.cluster == nil {
 		s := b.first()
 		d, err := mqtt.New(mqtt.Conf{Config: s.cfg, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
 		if err != nil {
@@ -82,7 +82,13 @@ func (b *Bridge) newMQTTDrivers() error {
 	for i, s := range b.robots {
 		cfgs[i] = s.cfg
 	}
-	f, err := mqtt.NewFleet(mqtt.FleetConf{Configs: cfgs, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg})
+	fc := mqtt.FleetConf{Configs: cfgs, Broker: broker, Env: b.conf.Env, Clock: b.clock, Logger: b.conf.Logger, Registerer: b.reg}
+	if b.cluster != nil {
+		// Every command carries the robot's lease epoch and this bridge's
+		// id; the connection's last will is this bridge's own.
+		fc.BridgeID = b.cluster.conf.BridgeID
+	}
+	f, err := mqtt.NewFleet(fc)
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
@@ -90,7 +96,11 @@ func (b *Bridge) newMQTTDrivers() error {
 	// robot over the connection the fleet's close then ends.
 	b.td.add("MQTT connection", func(context.Context) error { return f.Close() })
 	for _, s := range b.robots {
-		b.setDriver(s, f.Driver(s.id))
+		d := f.Driver(s.id)
+		if s.lease != nil {
+			d.SetFence(s.lease)
+		}
+		b.setDriver(s, d)
 	}
 	return nil
 }

@@ -245,6 +245,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		"(the database "+bridge.EnvStoreDSN+" names; default $"+bridge.EnvStore+")")
 	storeDSNFile := fs.String("store-dsn-file", "", "`FILE` whose first line is the PostgreSQL connection string, instead of "+
 		bridge.EnvStoreDSN+" (default $"+bridge.EnvStoreDSNFile+")")
+	bridgeID := fs.String("bridge-id", "", "this bridge's `ID` in a cluster of bridges in front of one fleet (needs --store postgres and an MQTT broker; "+
+		"default $"+bridge.EnvBridgeID+"; none: a bridge on its own)")
+	advertise := fs.String("advertise", "", "the `URL` other bridges' consoles and refusals name for this bridge (cluster; default $"+bridge.EnvAdvertise+")")
+	claim := fs.String("claim", "", "comma-separated robot `IDS` this bridge takes whenever their lease is free (cluster; default $"+bridge.EnvClaim+", else every robot)")
+	failover := fs.String("failover", "", "`POLICY` for the robots of a bridge that died: operator (take over when an operator confirms; the default) or auto (cluster; default $"+bridge.EnvFailover+")")
+	leaseTTL := fs.Duration("lease-ttl", 0, "`DURATION` a robot lease lasts without renewal (cluster; default $"+bridge.EnvLeaseTTL+", else "+bridge.DefaultLeaseTTL.String()+")")
 	if code, ok := parse(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -284,6 +290,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Env:      os.Getenv,
 		Out:      stdout,
 		Store:    bridge.StoreConf{Driver: *storeDriver, DSNFile: *storeDSNFile},
+		Cluster:  bridge.ClusterConf{BridgeID: *bridgeID, Advertise: *advertise, Claim: splitList(*claim), Failover: *failover, LeaseTTL: *leaseTTL},
 	})
 	if err != nil {
 		sayln(stderr, "robot-bridge:", err)
@@ -368,4 +375,15 @@ func lifecycle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

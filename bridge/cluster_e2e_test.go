@@ -1,0 +1,432 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/stretchr/testify/require"
+
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/sim"
+	"github.com/robot-bridge/robot-bridge/store"
+	"github.com/robot-bridge/robot-bridge/store/pgtest"
+	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
+	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
+)
+
+// The cluster tests run two bridges in front of one simulated fleet of
+// 20 robots, over Debian's PostgreSQL (one database, started by the test
+// from initdb) and Debian's MQTT broker. Bridge a is `robot-bridge serve`
+// in a process of its own, so the test can kill it with SIGKILL; bridge b
+// runs in the test's process. The robots are `robot-bridge sim` in a
+// third process, and the verdicts come from their own command logs.
+
+// clusterRig is the two bridges, the robots and the database.
+type clusterRig struct {
+	t       *testing.T
+	cfg     *hwconfig.Config
+	ids     []string
+	pg      *pgtest.Server
+	dsn     string
+	aProc   *rostest.Proc
+	a, b    *fleetHarness // each bridge's API, the robots' process behind both
+	bridgeB *Bridge
+}
+
+// clusterRobots is the fleet's size in the cluster tests.
+const clusterRobots = 20
+
+func startCluster(t *testing.T) *clusterRig {
+	t.Helper()
+	bin := robotBridgeBinary(t)
+	pg := pgtest.New(t)
+	dsn := pg.CreateDB(t)
+	br := mqtttest.StartBroker(t)
+	cfg := mqttTestConfig(t, func(c *hwconfig.Config) {
+		c.Transport.MQTT.Broker, c.Transport.MQTT.Listen = br.URL, ""
+		c.Robot.ID = "amr"
+		c.Fleet = &hwconfig.FleetConf{Count: clusterRobots}
+		c.Sim.StateHz, c.Sim.PhysicsHz = 5, 25
+		c.Camera = nil
+		// Load on two cores under the race detector is not a lost link.
+		c.Safety.StateTimeout = hwconfig.Duration(3 * time.Second)
+		c.Safety.StallTimeout = hwconfig.Duration(10 * time.Second)
+		c.Transport.MQTT.AckTimeout = hwconfig.Duration(3 * time.Second)
+		// The robots' own watchdog: a robot that hears no refresh from
+		// the bridge driving it for this long stops by itself.
+		c.Sim.CommandTimeout = hwconfig.Duration(1500 * time.Millisecond)
+		mb := c.Actions[hwconfig.ToolMoveBaseTo]
+		mb.Timeout = hwconfig.Duration(60 * time.Second)
+		c.Actions[hwconfig.ToolMoveBaseTo] = mb
+	})
+	raw, err := yaml.Marshal(cfg)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fleet.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, raw, 0o600))
+	dsnFile := filepath.Join(dir, "dsn")
+	require.NoError(t, os.WriteFile(dsnFile, []byte(dsn+"\n"), 0o600))
+	ids := cfg.FleetIDs()
+	require.Len(t, ids, clusterRobots)
+
+	simAddr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(t))
+	simProc := rostest.Start(t, os.Environ(), bin, "sim", "--transport", "mqtt", "--broker", br.URL,
+		"--config", cfgPath, "--listen", simAddr, "--log-level", "warn")
+	simC := &http.Client{Timeout: 10 * time.Second}
+	rig := &clusterRig{t: t, cfg: cfg, ids: ids, pg: pg, dsn: dsn}
+
+	// Bridge b, in this process: the second half of the fleet.
+	logPath := filepath.Join(dir, "bridge-b.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logFile.Close() })
+	bAddr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(t))
+	bb, err := New(Conf{
+		Config: cfg, Listen: bAddr, DataDir: filepath.Join(dir, "b"),
+		Logger: slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Store:  StoreConf{Driver: "postgres", DSNFile: dsnFile},
+		Env:    testEnv,
+		Cluster: ClusterConf{
+			BridgeID: "b", Claim: ids[clusterRobots/2:], Advertise: "http://" + bAddr,
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, bb.Start(context.Background()))
+	rig.bridgeB = bb
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = bb.Stop(ctx)
+	})
+
+	// Bridge a, a process of its own: the first half.
+	aAddr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(t))
+	env := append(os.Environ(), "ROBOT_BRIDGE_AGENT_TOKEN="+testAgentToken, "ROBOT_BRIDGE_OPERATOR_TOKEN="+testOperatorToken)
+	rig.aProc = rostest.Start(t, env, bin, "serve", "--config", cfgPath, "--listen", aAddr, "--data-dir", filepath.Join(dir, "a"),
+		"--store", "postgres", "--store-dsn-file", dsnFile, "--bridge-id", "a", "--claim", strings.Join(ids[:clusterRobots/2], ","),
+		"--advertise", "http://"+aAddr, "--log-level", "info")
+
+	mk := func(base string) *fleetHarness {
+		return &fleetHarness{
+			cfg: cfg, ids: ids, simAPI: "http://" + simAddr, simC: simC,
+			harness: &harness{t: t, base: base, agent: testAgentToken, operator: testOperatorToken, client: &http.Client{Timeout: 90 * time.Second}},
+		}
+	}
+	rig.a, rig.b = mk("http://"+aAddr), mk("http://"+bAddr)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		t.Logf("bridge a's output (last 60 lines):\n%s", lastLines(rig.aProc.Output(), 60))
+		b, _ := os.ReadFile(logPath)
+		t.Logf("bridge b's log (last 60 lines):\n%s", lastLines(string(b), 60))
+		t.Logf("robots' output (last 30 lines):\n%s", lastLines(simProc.Output(), 30))
+	})
+	for _, h := range []*fleetHarness{rig.a, rig.b} {
+		var why map[string]any
+		require.Eventually(t, func() bool {
+			if done, err := rig.aProc.Exited(); done {
+				t.Fatalf("bridge a exited (%v):\n%s", err, rig.aProc.Output())
+			}
+			if done, err := simProc.Exited(); done {
+				t.Fatalf("robot-bridge sim exited (%v):\n%s", err, simProc.Output())
+			}
+			code, body, err := h.tryDo("GET", "/readyz", "", nil)
+			why = body
+			return err == nil && code == http.StatusOK
+		}, 90*time.Second, 50*time.Millisecond, "bridge at %s never became ready: %v", h.base, why)
+	}
+	// Each bridge holds the half it claims.
+	require.Eventually(t, func() bool {
+		v := rig.clusterView(rig.b)
+		for i, id := range ids {
+			want := "a"
+			if i >= clusterRobots/2 {
+				want = "b"
+			}
+			if v[id].owner != want || (v[id].state != "held" && v[id].state != "owned") {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the leases were not split between the bridges: %v", rig.clusterView(rig.b))
+	return rig
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+type leaseRow struct {
+	owner, state string
+	epoch        uint64
+	atRest       bool
+}
+
+// clusterView is GET /v1/cluster's robots, as bridge h says.
+func (r *clusterRig) clusterView(h *fleetHarness) map[string]leaseRow {
+	code, body, err := h.tryDo("GET", "/v1/cluster", h.operator, nil)
+	out := map[string]leaseRow{}
+	if err != nil || code != http.StatusOK {
+		r.t.Logf("GET /v1/cluster: %d %v %v", code, body, err)
+		return out
+	}
+	list, _ := body["robots"].([]any)
+	for _, x := range list {
+		m := x.(map[string]any)
+		ep, _ := m["epoch"].(float64)
+		out[m["robot_id"].(string)] = leaseRow{owner: fmt.Sprint(m["owner"]), state: fmt.Sprint(m["state"]), epoch: uint64(ep), atRest: m["at_rest"] == true}
+	}
+	return out
+}
+
+// pendingApproval is the id of task tid's pending approval request, read
+// from bridge h.
+func pendingApproval(t *testing.T, h *fleetHarness, tid string) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		code, body, err := h.tryDo("GET", "/v1/approvals?status=pending", h.operator, nil)
+		if err != nil || code != http.StatusOK {
+			return false
+		}
+		list, _ := body["approvals"].([]any)
+		for _, a := range list {
+			if m := a.(map[string]any); m["task_id"] == tid {
+				id = m["id"].(string)
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "task %s has no pending approval at %s", tid, h.base)
+	return id
+}
+
+// motionEpochs checks a robot's command log for fencing: every accepted
+// motion command carries an epoch no older than the one before it, one
+// epoch is one bridge, and once a newer epoch reached the robot no
+// command of an older one was accepted. It returns the bridges in the
+// order they commanded the robot.
+func motionEpochs(t *testing.T, id string, log []sim.LogEntry) []string {
+	t.Helper()
+	var newest uint64
+	byEpoch := map[uint64]string{}
+	var order []string
+	for _, e := range log {
+		if e.Epoch > 0 {
+			if b, ok := byEpoch[e.Epoch]; ok {
+				require.Equal(t, b, e.Bridge, "robot %s: epoch %d was used by bridges %s and %s", id, e.Epoch, b, e.Bridge)
+			}
+			byEpoch[e.Epoch] = e.Bridge
+		}
+		if e.Op != "command" || !e.Accepted {
+			newest = max(newest, e.Epoch)
+			continue
+		}
+		require.GreaterOrEqual(t, e.Epoch, newest, "robot %s accepted a command of epoch %d after it had seen epoch %d: %+v", id, e.Epoch, newest, e)
+		require.NotZero(t, e.Epoch, "robot %s accepted a command without an epoch: %+v", id, e)
+		newest = e.Epoch
+		if len(order) == 0 || order[len(order)-1] != e.Bridge {
+			order = append(order, e.Bridge)
+		}
+	}
+	return order
+}
+
+func TestCluster_TwoBridgesOneFleet(t *testing.T) {
+	rig := startCluster(t)
+	a, b := rig.a, rig.b
+	ids := rig.ids
+	ctx := context.Background()
+	st := rig.bridgeB.Store()
+
+	// A call for a robot the other bridge drives is refused before any
+	// task exists, naming the bridge that drives it.
+	code, env, err := b.tryDo("POST", "/v1/tools/move_base_to/call", b.agent,
+		args(map[string]any{"robot_id": ids[0], "x": 1, "y": 0, "theta_deg": 0}, "session_id", "wrong-bridge"))
+	require.NoError(t, err)
+	require.Equal(t, "ROBOT_BUSY", errType(env), "%d %v", code, env)
+	require.Contains(t, fmt.Sprint(env["error"]), "driven by bridge a")
+	require.Contains(t, fmt.Sprint(env["error"]), a.base, "the refusal names where to send the call")
+
+	// An approval decided on bridge b releases the task waiting on
+	// bridge a.
+	t.Run("approval decided on the other bridge", func(t *testing.T) {
+		tid, err := a.submitMove(ids[0], 1.0, 0.5)
+		require.NoError(t, err)
+		aid := pendingApproval(t, a, tid)
+		code, body, err := b.tryDo("POST", "/v1/approvals/"+aid+"/approve", b.operator, map[string]any{"reason": "approved from bridge b's console"})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		require.Equal(t, "approved", body["approval"].(map[string]any)["status"], "%v", body)
+		st, err := a.waitStatus(ids[0], tid, 60*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "succeeded", st)
+		require.Equal(t, []string{"a"}, motionEpochs(t, ids[0], a.log(ids[0])))
+		require.Equal(t, 1, moves(a.log(ids[0])))
+		// Recorded as decided by the operator, in the shared store.
+		ap, err := rig.bridgeB.Store().Approval(ctx, aid)
+		require.NoError(t, err)
+		require.Equal(t, "approved", string(ap.Status))
+		require.Equal(t, "operator", ap.DecidedBy)
+	})
+
+	// The same idempotency key on bridge a and bridge b is one task and
+	// one motion.
+	t.Run("one idempotency key on both bridges", func(t *testing.T) {
+		call := func(h *fleetHarness) (int, map[string]any) {
+			code, env, err := h.tryDo("POST", "/v1/tools/move_base_to/call", h.agent,
+				args(map[string]any{"robot_id": ids[1], "x": -1.0, "y": 0.5, "theta_deg": 0}, "idempotency_key", "cluster-key-1"))
+			require.NoError(t, err)
+			return code, env
+		}
+		codeA, envA := call(a)
+		require.Equal(t, http.StatusOK, codeA, "%v", envA)
+		tid := envA["task"].(map[string]any)["id"].(string)
+		codeB, envB := call(b)
+		require.Equal(t, http.StatusOK, codeB, "%v", envB)
+		require.Equal(t, tid, envB["task"].(map[string]any)["id"], "bridge b answered with another task: %v", envB)
+		require.NoError(t, a.approveTask(tid))
+		st, err := a.waitStatus(ids[1], tid, 60*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "succeeded", st)
+		_, envB = call(b)
+		require.Equal(t, tid, envB["task"].(map[string]any)["id"])
+		require.Equal(t, 1, moves(a.log(ids[1])), "one key, one motion")
+	})
+
+	// Bridge a dies mid-motion.
+	moving := ids[2 : clusterRobots/2]
+	told := map[string]string{} // robot → the task id the agent was told
+	for _, id := range moving {
+		tid, err := a.submitMove(id, -3.0, 3.5)
+		require.NoError(t, err)
+		told[id] = tid
+	}
+	each(t, moving, func(id string) error { return a.approveTask(told[id]) })
+	each(t, moving, func(id string) error {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if tr := a.truth(id); tr.Velocity.V > 0.1 {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("robot %s never drove", id)
+	})
+	before := map[string]int{}
+	for _, id := range ids[clusterRobots/2:] {
+		before[id] = stops(b.log(id))
+	}
+	killed := time.Now()
+	rig.aProc.Kill()
+
+	// Then every robot of a stops by itself within its silence timeout
+	// (the robot-side watchdog, and bridge a's last will).
+	silence := time.Duration(rig.cfg.Sim.CommandTimeout)
+	each(t, moving, func(id string) error {
+		for time.Since(killed) < silence+2*time.Second {
+			tr := a.truth(id)
+			if !tr.BaseGoal && math.Abs(tr.Velocity.V) < 0.01 {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("robot %s still moving %s after bridge a died", id, time.Since(killed))
+	})
+	// And bridge b's robots were never stopped by it.
+	for _, id := range ids[clusterRobots/2:] {
+		require.Equal(t, before[id], stops(b.log(id)), "robot %s of bridge b was stopped when bridge a died", id)
+	}
+
+	// Then, once the lease expires, bridge b shows a's robots orphaned
+	// and takes none of them by itself (failover: operator).
+	require.Eventually(t, func() bool {
+		v := rig.clusterView(b)
+		for _, id := range ids[:clusterRobots/2] {
+			if v[id].state != "orphaned" || !v[id].atRest {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "a's robots never showed orphaned at rest: %v", rig.clusterView(b))
+	time.Sleep(2 * DefaultLeaseTTL)
+	for _, id := range ids[:clusterRobots/2] {
+		require.Equal(t, "orphaned", rig.clusterView(b)[id].state, "robot %s was taken without an operator", id)
+		require.Equal(t, []string{"a"}, motionEpochs(t, id, b.log(id))[:1])
+	}
+
+	// When the operator confirms the takeover on bridge b
+	code, body, err := b.tryDo("POST", "/v1/cluster/takeover", b.operator, map[string]any{"bridge": "a"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	taken, _ := body["taken"].([]any)
+	require.Len(t, taken, clusterRobots/2, "%v", body)
+	interrupted := map[string]bool{}
+	for _, x := range taken {
+		for _, tid := range x.(map[string]any)["interrupted"].([]any) {
+			interrupted[tid.(string)] = true
+		}
+	}
+
+	// Then bridge b drives them: each robot was stopped under b's newer
+	// epoch, and a motion b commands goes, under that epoch.
+	v := rig.clusterView(b)
+	for _, id := range ids {
+		require.Equal(t, "owned", v[id].state, "robot %s", id)
+	}
+	tid, err := b.submitMove(ids[4], 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, b.approveTask(tid))
+	stB, err := b.waitStatus(ids[4], tid, 60*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", stB)
+	require.Equal(t, []string{"a", "b"}, motionEpochs(t, ids[4], b.log(ids[4])))
+	for _, id := range ids {
+		order := motionEpochs(t, id, b.log(id))
+		require.LessOrEqual(t, len(order), 2, "robot %s: %v", id, order)
+		var tr sim.Truth
+		require.NoError(t, b.simGet(id, "truth", &tr))
+		lg := b.log(id)
+		require.Equal(t, v[id].epoch, tr.Epoch, "robot %s's newest epoch is not its lease's; its log ends %+v", id, lg[max(0, len(lg)-4):])
+	}
+
+	// And nothing the clients were told is lost: every task the agent got
+	// is in the store, each moving one interrupted by the takeover; every
+	// approval the operator was answered is recorded with its decision.
+	for id, tid := range told {
+		require.True(t, interrupted[tid], "task %s of %s is not reported interrupted by the takeover", tid, id)
+		tv, err := st.Task(ctx, tid)
+		require.NoError(t, err)
+		require.Equal(t, id, tv.RobotID)
+		require.Equal(t, "interrupted", string(tv.Status), "task %s", tid)
+		trs, err := st.Transitions(ctx, tid)
+		require.NoError(t, err)
+		var states []string
+		for _, tr := range trs {
+			states = append(states, string(tr.To))
+		}
+		require.Contains(t, states, "executing", "task %s's transitions: %v", tid, states)
+	}
+	kinds := map[string]int{}
+	require.NoError(t, st.ExportAudit(ctx, store.AuditQuery{}, func(r store.AuditRecord) error {
+		kinds[r.Type]++
+		return nil
+	}))
+	require.Equal(t, clusterRobots/2, kinds[store.AuditFailover], "audit: %v", kinds)
+	require.GreaterOrEqual(t, kinds[store.AuditLeaseAcquired], clusterRobots, "audit: %v", kinds)
+	// Eleven approvals were answered "approved": one on the other bridge,
+	// one for the shared key, eight before the crash, one after.
+	require.Equal(t, 3+len(moving), kinds["approval.approved"], "audit: %v", kinds)
+}
