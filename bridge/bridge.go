@@ -106,7 +106,7 @@ type Bridge struct {
 	// cluster is nil unless the bridge is in a cluster (Conf.Cluster).
 	cluster *cluster
 	bus     *events.Bus
-	dur      *durable // the store and the metrics (store.go)
+	dur     *durable // the store and the metrics (store.go)
 
 	// td holds the release of everything New and Start acquired, run
 	// last-acquired first by Stop, by a failed Start and by a failed New.
