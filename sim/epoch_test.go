@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestEpoch_AMotionOfAnOlderEpochIsRefusedAndMovesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrStaleEpoch)
 	require.ErrorIs(t, err, ErrRejected)
 	var re *RejectError
-	require.True(t, errors.As(err, &re))
+	require.ErrorAs(t, err, &re)
 	require.Contains(t, re.Reason, "stale_epoch: ")
 	require.Contains(t, re.Reason, "epoch 1 (bridge a)")
 	require.Contains(t, re.Reason, "epoch 2 (bridge b)")
