@@ -66,4 +66,60 @@
 // audited. Audit reads the trail with filters and an opaque paging cursor;
 // NewAuditHandler serves it as GET /v1/audit and GET /v1/audit/export
 // (JSON lines).
+//
+// # Cluster mode
+//
+// Several bridges may share one PostgreSQL store in front of one fleet
+// (Conf.BridgeID, an id per bridge; SQLite refuses it with
+// ErrClusterNeedsPostgres). Each bridge takes the store's owner lock
+// shared and an exclusive lock of its own id, so the cluster's bridges
+// run side by side, a bridge without an id and a cluster exclude each
+// other, and two processes with one id cannot both run (ErrLocked names
+// the id). Every write transaction still takes the database-wide write
+// lock and checks that its process holds both locks, so a run that lost
+// its session (and was replaced by a new run of its id) writes nothing
+// more — not even a lease renewal. The crash memory is per bridge
+// (meta running:<id>, unclean:<id>; Info.CleanShutdown is this bridge's),
+// idempotency keys are global but remember the bridge that reserved them,
+// and Recover touches only its bridge's robots (RecoverInput.Robots, then
+// required) and its reservations. Legacy latch rows (robot "") are handed
+// to the bridge's robots but kept, as they hold the other bridges' robots
+// too.
+//
+// Robots are owned through leases (leases.go): one row per robot, never
+// deleted, with an owner bridge, the owner's run (Info.Instance), an epoch
+// that grows by one on every acquisition, and an expiry on the DATABASE's
+// clock (clock_timestamp(), Unix ns), so the bridges agree on expiry
+// whatever their own clocks say; Lease.Remaining is measured from the
+// database's now at the read. AcquireLease takes a free lease (none,
+// released, or this bridge id's own) or, with AcquireExpired, another
+// bridge's expired one; RenewLeases extends, in one statement, every
+// unexpired lease of this run and reports which it holds, so a lease
+// that expired is never silently revived; ReleaseLeases hands leases
+// back. A bridge measures its lease from the moment it called
+// AcquireLease or RenewLeases plus the ttl, on its own monotonic clock:
+// that never ends later than the database's expiry. TakeOver is the
+// failover of one robot in one transaction: the lease at a new epoch,
+// the robot's live tasks interrupted (as Recover does, naming the bridge
+// that went silent), its pending approvals expired, its grants ended, and
+// an audit record. Robots refuse motion commands of an older epoch
+// (robot.Command.Epoch), which fences a bridge that lost its lease.
+// Acquisitions, releases and failovers are audited (lease.acquired,
+// lease.released, lease.failover; their At is the store's clock, the
+// database's times are in the lease).
+//
+// The bridges hear each other through PostgreSQL LISTEN/NOTIFY on one
+// channel, robot_bridge (notify.go): latch changes, approvals, grants,
+// task transitions, leases and mail are announced inside the transaction
+// that writes them (delivered on commit), as compact JSON naming only
+// ids. Listen holds its own connection, reconnects with a backoff, and
+// delivers a resync notice first after every connect and after it had to
+// drop notices for a slow consumer, so a consumer that re-reads on resync
+// misses nothing. Operator actions for a robot another bridge owns travel
+// through the mailbox table (mailbox.go): PostMail, TakeMail (pending →
+// taken), AnswerMail (taken → answered), AbandonMail (pending →
+// abandoned), each a compare-and-set, so an action runs at most once and
+// the sender learns which happened; mail older than MailMaxAge is
+// abandoned, never run late. The bridges table lists the cluster's
+// bridges with their advertised URL and their last renewal (Bridges).
 package store
