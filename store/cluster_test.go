@@ -786,3 +786,72 @@ func BenchmarkLeaseRenew(b *testing.B) {
 	}
 	lat.report(b, "renew-")
 }
+
+func TestMigrate_V4DatabaseLearnsTheRobotOfApprovalsAndGrants(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		// Given a version 4 database with an approval and a grant whose
+		// robot is only in their JSON, and an idempotency reservation
+		dir := t.TempDir()
+		db := e.rawDB(t, dir)
+		_, v, err := migrateTo(context.Background(), e.dialect(), db, t0, 4)
+		require.NoError(t, err)
+		require.Equal(t, 4, v)
+		d := e.dialect()
+		for _, q := range []string{
+			`INSERT INTO meta(key, value) VALUES('store_id', 'v4store'), ('running', '0')`,
+			`INSERT INTO approvals(id, tool, status, data, created_at, updated_at) VALUES('apr_old', 'grasp', 'pending', '{"id":"apr_old","robot_id":"arm-2"}', 1, 1)`,
+			`INSERT INTO approvals(id, tool, status, data, created_at, updated_at) VALUES('apr_older', 'grasp', 'pending', '{"id":"apr_older"}', 1, 1)`,
+			`INSERT INTO grants(id, kind, tool, status, data, created_at, expires_at, updated_at) VALUES('grt_old', 'once', 'grasp', 'active', '{"id":"grt_old","robot_id":"arm-2"}', 1, 2, 1)`,
+		} {
+			_, err := db.Exec(d.bind(q))
+			require.NoError(t, err, q)
+		}
+		_, err = db.Exec(d.bind(`INSERT INTO idempotency(key, tool, args_hash, state, created_at) VALUES(?, 'grasp', 'h', 'pending', 1)`), d.key("agent\x00k"))
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		// When this build opens it
+		s, _ := e.open(t, dir)
+		require.Equal(t, []int{5}, s.Info().Migrated)
+		ctx := context.Background()
+		// Then the robot of each record is a column
+		r, err := s.ApprovalRobot(ctx, "apr_old")
+		require.NoError(t, err)
+		require.Equal(t, "arm-2", r)
+		r, err = s.ApprovalRobot(ctx, "apr_older")
+		require.NoError(t, err)
+		require.Equal(t, "", r)
+		r, err = s.GrantRobot(ctx, "grt_old")
+		require.NoError(t, err)
+		require.Equal(t, "arm-2", r)
+		// And the old reservation belongs to no bridge
+		var b string
+		require.NoError(t, s.r.QueryRow(`SELECT bridge_id FROM idempotency`).Scan(&b))
+		require.Equal(t, "", b)
+	})
+}
+
+func TestCluster_RecoverAuditsWhichBridgeStarted(t *testing.T) {
+	c := newTestCluster(t)
+	ctx := context.Background()
+	// Given bridge a on a new store, and bridge b joining it later
+	a := c.open("a")
+	_, err := a.Recover(ctx, RecoverInput{Robots: []string{"ra"}, StopSent: true})
+	require.NoError(t, err)
+	b := c.open("b")
+	require.False(t, b.Info().Fresh)
+	require.True(t, b.Info().CleanShutdown, "a first run has no crash to answer")
+	_, err = b.Recover(ctx, RecoverInput{Robots: []string{"rb"}, StopSent: true})
+	require.NoError(t, err)
+	// When b restarts after a clean shutdown
+	require.NoError(t, b.Close())
+	b2 := c.open("b")
+	_, err = b2.Recover(ctx, RecoverInput{Robots: []string{"rb"}, StopSent: true})
+	require.NoError(t, err)
+	// Then the audit says which bridge started and how
+	recs := auditAll(t, b2, AuditQuery{Type: "bridge"})
+	require.Len(t, recs, 3)
+	require.Equal(t, []string{AuditBridgeStart, AuditBridgeStart, AuditBridgeRestart}, types(recs))
+	require.Equal(t, "bridge a started with a new store", recs[0].Summary)
+	require.Equal(t, "bridge b started (its first run on the cluster's store)", recs[1].Summary)
+	require.Equal(t, "bridge b restarted after a clean shutdown", recs[2].Summary)
+}

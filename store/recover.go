@@ -177,10 +177,15 @@ func (s *Store) Recover(ctx context.Context, in RecoverInput) (RecoveryReport, e
 		switch {
 		case s.info.Fresh:
 			typ, summary = AuditBridgeStart, "bridge started with a new store"
+		case s.firstRun:
+			typ, summary = AuditBridgeStart, "bridge started (its first run on the cluster's store)"
 		case s.info.CleanShutdown:
 			summary += " after a clean shutdown"
 		default:
 			summary += " after a crash (the previous run did not shut down)"
+		}
+		if s.conf.BridgeID != "" {
+			summary = strings.Replace(summary, "bridge", "bridge "+s.conf.BridgeID, 1)
 		}
 		if len(rep.Interrupted) > 0 {
 			summary += fmt.Sprintf("; %d task(s) interrupted", len(rep.Interrupted))

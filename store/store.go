@@ -240,6 +240,9 @@ type Store struct {
 	// pgCfg is the parsed DSN (PostgreSQL), for Listen's own connections.
 	pgCfg     *pgx.ConnConfig
 	listeners sync.WaitGroup // Listen's goroutines; Close waits for them
+	// firstRun: in cluster mode, this bridge id never ran on the store
+	// before (set at Open).
+	firstRun bool
 }
 
 // marker is the content of the marker file.
@@ -594,10 +597,11 @@ func (s *Store) claim(ctx context.Context) (id string, unclean time.Time, err er
 			return err
 		}
 		id = v
-		running, _, err := metaValue(ctx, tx, s.metaKey(metaRunning))
+		running, ran, err := metaValue(ctx, tx, s.metaKey(metaRunning))
 		if err != nil {
 			return err
 		}
+		s.firstRun = s.conf.BridgeID != "" && !ran
 		since, have, err := metaValue(ctx, tx, s.metaKey(metaUnclean))
 		if err != nil {
 			return err
