@@ -148,3 +148,23 @@ func TestMirrorLatches_SetsAndReleasesExactlyWhatTheOwnerRecorded(t *testing.T) 
 	require.False(t, st.Fault.Latched)
 	require.Empty(t, h.eventsOf(EventEStopReset))
 }
+
+func TestFence_CloseLeavesAnotherBridgesRobotAlone(t *testing.T) {
+	// Given a robot another bridge drives
+	f := &testFence{}
+	f.set(errors.New("driven by bridge a"))
+	h := fencedHarness(t, f)
+	stops := len(h.drv.stopTimes())
+
+	// When this bridge's supervisor closes
+	require.NoError(t, h.sup.Close())
+
+	// Then it sent no stop: its shutdown does not interrupt the owner
+	require.Len(t, h.drv.stopTimes(), stops)
+
+	// And a supervisor that holds its robot's lease still ends with a stop
+	h2 := fencedHarness(t, &testFence{})
+	stops = len(h2.drv.stopTimes())
+	require.NoError(t, h2.sup.Close())
+	require.Len(t, h2.drv.stopTimes(), stops+1)
+}

@@ -534,7 +534,9 @@ func (s *Supervisor) Start(ctx context.Context) error {
 }
 
 // Close stops the watcher, ends any supervised motion and, as its last
-// act, commands the robot to stop.
+// act, commands the robot to stop — unless a fence refuses and no motion
+// of this supervisor's was running: then another bridge drives the
+// robot, and this one's shutdown leaves it alone.
 func (s *Supervisor) Close() error {
 	// Once closed is set the gate refuses every command, and one in
 	// flight is followed by a stop from the gate itself.
@@ -562,6 +564,13 @@ func (s *Supervisor) Close() error {
 	// this stop the last command the robot receives.
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if a == nil && s.fenceErr() != nil {
+		// Another bridge drives the robot (or this one lost its lease,
+		// and stopped it then): nothing of this bridge's is running, and
+		// its shutdown must not stop another bridge's motion.
+		s.log.Info("no final stop at close: this bridge does not hold the robot's lease")
+		return nil
+	}
 	start := s.clock.Now()
 	err := s.drv.Stop(ctx)
 	s.emit(Event{Kind: EventStopSent, By: "supervisor", Reason: "bridge shutting down", Latency: s.clock.Since(start), Err: err})
