@@ -189,6 +189,13 @@ func TestCluster_LeasesAcquireRenewExpireRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]uint64{"r2": 2}, got)
 
+	// And releasing no robots releases nothing, and a's release of r2
+	// (b's now) is skipped
+	require.NoError(t, b.ReleaseLeases(ctx, nil))
+	require.NoError(t, a.ReleaseLeases(ctx, []string{"r2"}))
+	got, err = b.RenewLeases(ctx, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{"r2": 2}, got)
 	// When b hands r2 back
 	require.NoError(t, b.ReleaseLeases(ctx, []string{"r2"}))
 	// Then b no longer renews it and a takes it freely, at a new epoch

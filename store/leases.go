@@ -277,12 +277,15 @@ func (s *Store) RenewLeases(ctx context.Context, ttl time.Duration) (map[string]
 
 // ReleaseLeases hands this run's leases of robots back (a clean handover:
 // released, expired now), each with an audit record (AuditLeaseReleased)
-// and a NoticeLease; no robots means all of this run's leases. A robot
-// whose lease this run does not hold is skipped. It returns nothing about
-// which were released: Leases tells.
+// and a NoticeLease. No robots releases nothing. A robot whose lease
+// this run does not hold (or no longer: another bridge took it) is
+// skipped. It returns nothing about which were released: Leases tells.
 func (s *Store) ReleaseLeases(ctx context.Context, robots []string) error {
 	if err := s.cluster(); err != nil {
 		return fmt.Errorf("store: release leases: %w", err)
+	}
+	if len(robots) == 0 {
+		return nil
 	}
 	var released []Lease
 	err := s.tx(ctx, "lease", func(tx txn) error {
@@ -290,11 +293,9 @@ func (s *Store) ReleaseLeases(ctx context.Context, robots []string) error {
 		q := `UPDATE leases SET released=1, expires_at=LEAST(expires_at, ` + dbNow + `)
 			WHERE owner=? AND instance=? AND released=0`
 		args := []any{s.conf.BridgeID, s.info.Instance}
-		if len(robots) > 0 {
-			q += ` AND robot_id IN (` + placeholders(len(robots)) + `)`
-			for _, r := range robots {
-				args = append(args, r)
-			}
+		q += ` AND robot_id IN (` + placeholders(len(robots)) + `)`
+		for _, r := range robots {
+			args = append(args, r)
 		}
 		rows, err := tx.query(ctx, q+` RETURNING robot_id, epoch`, args...)
 		if err != nil {
