@@ -555,8 +555,10 @@ func TestCluster_ListenResyncsAfterTheServerRestarts(t *testing.T) {
 	pg := pgtest.New(t)
 	dsn := pg.CreateDB(t)
 	open := func(id string) *Store {
-		s, err := Open(context.Background(), Conf{Driver: DriverPostgres, DSN: dsn, BridgeID: id, Clock: clockwork.NewFakeClockAt(t0),
-			Logger: quietLogger(), BusyTimeout: 2 * time.Second})
+		s, err := Open(context.Background(), Conf{
+			Driver: DriverPostgres, DSN: dsn, BridgeID: id, Clock: clockwork.NewFakeClockAt(t0),
+			Logger: quietLogger(), BusyTimeout: 2 * time.Second,
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -826,14 +828,14 @@ func TestMigrate_V4DatabaseLearnsTheRobotOfApprovalsAndGrants(t *testing.T) {
 		require.Equal(t, "arm-2", r)
 		r, err = s.ApprovalRobot(ctx, "apr_older")
 		require.NoError(t, err)
-		require.Equal(t, "", r)
+		require.Empty(t, r)
 		r, err = s.GrantRobot(ctx, "grt_old")
 		require.NoError(t, err)
 		require.Equal(t, "arm-2", r)
 		// And the old reservation belongs to no bridge
 		var b string
 		require.NoError(t, s.r.QueryRow(`SELECT bridge_id FROM idempotency`).Scan(&b))
-		require.Equal(t, "", b)
+		require.Empty(t, b)
 	})
 }
 

@@ -39,12 +39,13 @@ type Lease struct {
 // read.
 func (l Lease) Live() bool { return !l.Released && l.Remaining > 0 }
 
-// ErrLeaseHeld: the robot's lease is held by another bridge (or another
+// ErrLeaseHeld says the robot's lease is held by another bridge (or another
 // bridge's lease expired and only a takeover, AcquireExpired, may take
 // it). The error is a *LeaseHeldError.
 var ErrLeaseHeld = errors.New("robot lease held by another bridge")
 
-// ErrLeaseOwned: TakeOver of a robot whose lease this bridge holds.
+// ErrLeaseOwned refuses a TakeOver of a robot whose lease this bridge
+// holds already.
 var ErrLeaseOwned = errors.New("robot lease already held by this bridge")
 
 // LeaseHeldError is ErrLeaseHeld with the lease that stands in the way.

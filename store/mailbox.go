@@ -46,7 +46,7 @@ type MailAnswer struct {
 	State  string `json:"state"`
 }
 
-// ErrMailState: mail is not in the state the call needs (answering mail
+// ErrMailState says mail is not in the state the call needs (answering mail
 // that is not taken, or not addressed to this bridge).
 var ErrMailState = errors.New("mail is not in that state")
 

@@ -112,9 +112,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan Notice, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan Notice, listenBuffer)
-	s.listeners.Add(1)
-	go func() {
-		defer s.listeners.Done()
+	s.listeners.Go(func() {
 		defer close(out)
 		defer cancel()
 		go func() {
@@ -125,7 +123,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan Notice, error) {
 			}
 		}()
 		s.listen(ctx, out)
-	}()
+	})
 	return out, nil
 }
 
