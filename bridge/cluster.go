@@ -527,14 +527,21 @@ func (l *lease) epochNow() uint64 {
 }
 
 // claimFree takes the claimed robots whose lease is free (released by a
-// clean shutdown, never held, or this bridge's own after it expired).
+// clean shutdown, or never held), and takes back any robot whose lease
+// is still this bridge's own after it expired (the database was out of
+// reach for longer than the TTL, and nobody took the robot meanwhile).
 func (c *cluster) claimFree(ctx context.Context) {
 	for _, s := range c.b.robots {
-		if !c.claim[s.id] || c.owns(s.id) {
+		if c.owns(s.id) {
 			continue
 		}
 		l, ok := c.leaseView(s.id)
-		if ok && !l.Released && l.Owner != c.conf.BridgeID {
+		own := ok && !l.Released && l.Owner == c.conf.BridgeID
+		switch {
+		case own:
+		case !c.claim[s.id]:
+			continue
+		case ok && !l.Released:
 			continue // another's: held, or orphaned (failover decides)
 		}
 		if _, err := c.acquire(ctx, s.id); err != nil && !errors.Is(err, store.ErrLeaseHeld) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,6 +164,8 @@ func startCluster(t *testing.T) *clusterRig {
 	return rig
 }
 
+func st2(r *clusterRig) *store.Store { return r.bridgeB.Store() }
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
@@ -306,6 +309,41 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 		require.Equal(t, 1, moves(a.log(ids[1])), "one key, one motion")
 	})
 
+	// An e-stop pressed on bridge b stops the robot bridge a drives, and
+	// its reset, asked of bridge b, is carried out by bridge a.
+	t.Run("an e-stop on one bridge stops the other's robot", func(t *testing.T) {
+		id := ids[2]
+		tid, err := a.submitMove(id, 3.0, -2.0)
+		require.NoError(t, err)
+		require.NoError(t, a.approveTask(tid))
+		require.Eventually(t, func() bool { return a.truth(id).Velocity.V > 0.1 }, 30*time.Second, 20*time.Millisecond, "robot %s never drove", id)
+		code, body, err := b.tryDo("POST", "/v1/estop", b.agent, map[string]any{"robot_id": id, "reason": "pressed on bridge b"})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		st, err := a.waitStatus(id, tid, 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(st, "estopped"), "task %s on bridge a ended %s", tid, st)
+		require.Eventually(t, func() bool { tr := a.truth(id); return math.Abs(tr.Velocity.V) < 0.01 && !tr.BaseGoal }, 10*time.Second, 20*time.Millisecond)
+		estopActive := func(h *fleetHarness) bool {
+			_, body, err := h.tryDo("GET", "/v1/safety?robot="+id, h.agent, nil)
+			require.NoError(t, err)
+			return body["status"].(map[string]any)["estop"].(map[string]any)["active"] == true
+		}
+		require.True(t, estopActive(a), "bridge a's supervisor is not latched")
+		// A motion is refused on bridge a while the e-stop holds.
+		_, err = a.submitMove(id, 0, 0)
+		require.ErrorContains(t, err, "ESTOP_ACTIVE")
+
+		code, body, err = b.tryDo("POST", "/v1/estop/reset", b.operator, map[string]any{"robot_id": id})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		require.False(t, estopActive(a), "the reset asked of bridge b did not reach bridge a")
+		require.Eventually(t, func() bool { return !estopActive(b) }, 10*time.Second, 20*time.Millisecond, "bridge b still shows the e-stop")
+		es, _, err := st2(rig).Latches(ctx, id)
+		require.NoError(t, err)
+		require.False(t, es.Active)
+	})
+
 	// Bridge a dies mid-motion.
 	moving := ids[2 : clusterRobots/2]
 	told := map[string]string{} // robot → the task id the agent was told
@@ -399,7 +437,15 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 		var tr sim.Truth
 		require.NoError(t, b.simGet(id, "truth", &tr))
 		lg := b.log(id)
-		require.Equal(t, v[id].epoch, tr.Epoch, "robot %s's newest epoch is not its lease's; its log ends %+v", id, lg[max(0, len(lg)-4):])
+		if slices.Contains(ids[:clusterRobots/2], id) {
+			// Taken over: the stop under b's epoch fenced a at the robot.
+			require.Equal(t, v[id].epoch, tr.Epoch, "robot %s's newest epoch is not its lease's; its log ends %+v", id, lg[max(0, len(lg)-4):])
+		} else {
+			// b's own robots learn b's epoch from its first command (the
+			// stop b sent when it claimed them may have come before the
+			// robot's connection was up).
+			require.LessOrEqual(t, tr.Epoch, v[id].epoch, "robot %s", id)
+		}
 	}
 
 	// And nothing the clients were told is lost: every task the agent got
@@ -426,7 +472,10 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 	}))
 	require.Equal(t, clusterRobots/2, kinds[store.AuditFailover], "audit: %v", kinds)
 	require.GreaterOrEqual(t, kinds[store.AuditLeaseAcquired], clusterRobots, "audit: %v", kinds)
-	// Eleven approvals were answered "approved": one on the other bridge,
-	// one for the shared key, eight before the crash, one after.
-	require.Equal(t, 3+len(moving), kinds["approval.approved"], "audit: %v", kinds)
+	// Every approval answered "approved" is recorded: one on the other
+	// bridge, one for the shared key, one before the e-stop, eight before
+	// the crash, one after it.
+	require.Equal(t, 4+len(moving), kinds["approval.approved"], "audit: %v", kinds)
+	require.Equal(t, 1, kinds["safety.estop_pressed"], "audit: %v", kinds)
+	require.Equal(t, 1, kinds["safety.estop_reset"], "audit: %v", kinds)
 }
