@@ -479,3 +479,110 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 	require.Equal(t, 1, kinds["safety.estop_pressed"], "audit: %v", kinds)
 	require.Equal(t, 1, kinds["safety.estop_reset"], "audit: %v", kinds)
 }
+
+// moveCount is how many motion commands robot id's log shows accepted.
+func (fh *fleetHarness) moveCount(id string) int { return moves(fh.log(id)) }
+
+func TestCluster_DatabaseRestartMidRun(t *testing.T) {
+	rig := startCluster(t)
+	a, b := rig.a, rig.b
+	ids := rig.ids
+	half := clusterRobots / 2
+
+	// Given a robot of each bridge driving
+	drivers := []struct {
+		h  *fleetHarness
+		id string
+	}{{a, ids[0]}, {b, ids[half]}}
+	tasks := map[string]string{}
+	for _, d := range drivers {
+		tid, err := d.h.submitMove(d.id, -3.0, 3.5)
+		require.NoError(t, err)
+		require.NoError(t, d.h.approveTask(tid))
+		tasks[d.id] = tid
+	}
+	for _, d := range drivers {
+		require.Eventually(t, func() bool { return a.truth(d.id).Velocity.V > 0.1 }, 30*time.Second, 20*time.Millisecond, "robot %s never drove", d.id)
+	}
+
+	// When the database server goes away
+	require.NoError(t, rig.pg.Stop())
+	down := time.Now()
+
+	// Then each bridge stops its moving robot once it can no longer
+	// renew the robot's lease — before the lease could expire — and the
+	// robot stays stopped
+	for _, d := range drivers {
+		require.Eventually(t, func() bool {
+			tr := a.truth(d.id)
+			return math.Abs(tr.Velocity.V) < 0.01 && !tr.BaseGoal
+		}, 10*time.Second, 20*time.Millisecond, "robot %s still moving %s after the database went away", d.id, time.Since(down))
+	}
+	require.Less(t, time.Since(down), DefaultLeaseTTL+3*time.Second)
+	// And anything that needs a durable write is UNAVAILABLE, on both
+	// bridges, and moves nothing
+	before := map[string]int{}
+	for _, id := range ids {
+		before[id] = a.moveCount(id)
+	}
+	for _, d := range []struct {
+		h  *fleetHarness
+		id string
+	}{{a, ids[1]}, {b, ids[half+1]}} {
+		code, env, err := d.h.tryDo("POST", "/v1/tools/move_base_to/call", d.h.agent,
+			args(map[string]any{"robot_id": d.id, "x": 1, "y": 1, "theta_deg": 0}, "session_id", "outage-"+d.id))
+		require.NoError(t, err)
+		require.Equal(t, "UNAVAILABLE", errType(env), "%s: %d %v", d.id, code, env)
+	}
+	time.Sleep(time.Second)
+	for _, id := range ids {
+		require.Equal(t, before[id], a.moveCount(id), "robot %s was commanded during the outage", id)
+	}
+
+	// When the server is back, with the same bridge processes
+	require.NoError(t, rig.pg.Start())
+
+	// Then each bridge holds its robots again, under a newer epoch
+	require.Eventually(t, func() bool {
+		v := rig.clusterView(b)
+		for i, id := range ids {
+			want, state := "a", "held"
+			if i >= half {
+				want, state = "b", "owned"
+			}
+			if v[id].owner != want || v[id].state != state || v[id].epoch < 2 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "the bridges did not take their robots back: %v", rig.clusterView(b))
+
+	// And a robot that stood still through the outage moves again at
+	// once, on either bridge
+	for _, d := range []struct {
+		h  *fleetHarness
+		id string
+	}{{a, ids[1]}, {b, ids[half+1]}} {
+		tid, err := d.h.submitMove(d.id, 1.0, 1.0)
+		require.NoError(t, err)
+		require.NoError(t, d.h.approveTask(tid))
+		st, err := d.h.waitStatus(d.id, tid, 60*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "succeeded", st, "robot %s", d.id)
+	}
+	// And the tasks the outage stopped ended saying why — the bridge no
+	// longer held the robot's lease — with the robot stopped; their
+	// recovery needed no motion (the arm was stowed), so no fault holds
+	for _, d := range drivers {
+		st, err := d.h.waitStatus(d.id, tasks[d.id], 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(st, "recovered"), "robot %s's task ended %s", d.id, st)
+		require.Contains(t, st, "does not hold robot "+d.id+"'s lease")
+		require.Contains(t, st, "robot stopped")
+		_, body, err := d.h.tryDo("GET", "/v1/safety?robot="+d.id, d.h.agent, nil)
+		require.NoError(t, err)
+		require.Contains(t, body["text"], "No fault is latched")
+	}
+	done, _ := rig.aProc.Exited()
+	require.False(t, done, "bridge a's process ended")
+}
