@@ -330,7 +330,7 @@ func (b *Bridge) mountRoutes() {
 	// In a cluster, a decision or a change of a robot another bridge
 	// drives is carried to that bridge (cluster_http.go).
 	b.opMux = http.NewServeMux()
-	b.mountOperator("/v1/approvals", ah, toolapi.RoleOperator, nil)
+	b.mountOperator("/v1/approvals", b.withRemotePending(ah), toolapi.RoleOperator, nil)
 	b.mountOperator("/v1/approvals/", ah, toolapi.RoleOperator, b.approvalRobot)
 	b.mountOperator("/v1/grants", ah, toolapi.RoleOperator, bodyRobot)
 	b.mountOperator("/v1/grants/", ah, toolapi.RoleOperator, b.grantRobot)

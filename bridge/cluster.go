@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/events"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -692,7 +693,74 @@ func (c *cluster) onNotice(ctx context.Context, n store.Notice) {
 		c.wake(n.Seq)
 	case store.NoticeLease:
 		c.refresh(ctx)
+	case store.NoticeApproval:
+		if n.From != c.conf.BridgeID {
+			c.publishRemoteApproval(ctx, n.ID)
+		}
+	case store.NoticeTask:
+		if n.From != c.conf.BridgeID {
+			if v, err := c.b.dur.st.Task(ctx, n.ID); err == nil {
+				c.b.bus.Publish(events.TypeTask, v.UpdatedAt, v)
+			}
+		}
 	}
+}
+
+// approvalEvents are the bus events of an approval's statuses.
+var approvalEvents = map[approval.Status]approval.EventType{
+	approval.StatusPending: approval.EventApprovalCreated, approval.StatusApproved: approval.EventApprovalApproved,
+	approval.StatusDenied: approval.EventApprovalDenied, approval.StatusExpired: approval.EventApprovalExpired,
+	approval.StatusCancelled: approval.EventApprovalCancelled,
+}
+
+// publishRemoteApproval puts another bridge's approval request on this
+// bridge's bus as that bridge announced it, so this bridge's console
+// shows (and can decide, through the mailbox) every robot's requests.
+func (c *cluster) publishRemoteApproval(ctx context.Context, id string) {
+	a, err := c.b.dur.st.Approval(ctx, id)
+	if err != nil {
+		return
+	}
+	typ, ok := approvalEvents[a.Status]
+	if !ok {
+		return
+	}
+	at := a.CreatedAt
+	if a.DecidedAt != nil {
+		at = *a.DecidedAt
+	}
+	c.b.bus.Publish(events.TypeApproval, at, approval.Event{Type: typ, Time: at, Approval: &a})
+}
+
+// remotePending are the pending approval requests of the robots other
+// bridges drive, from the store (none outside a cluster).
+func (b *Bridge) remotePending(ctx context.Context, robotID string) []approval.Approval {
+	c := b.cluster
+	if c == nil {
+		return nil
+	}
+	var robots []string
+	for _, s := range b.robots {
+		if !c.owns(s.id) && (robotID == "" || robotID == s.id) {
+			robots = append(robots, s.id)
+		}
+	}
+	if len(robots) == 0 {
+		return nil
+	}
+	list, err := b.dur.st.PendingApprovals(ctx, robots)
+	if err != nil {
+		c.log.Warn("other bridges' pending approvals not read", "err", err)
+		return nil
+	}
+	now := b.clock.Now()
+	out := list[:0]
+	for _, a := range list {
+		if now.Before(a.ExpiresAt) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // owned lists the robots this bridge holds, for the recovery at start.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/goccy/go-yaml"
 	"github.com/stretchr/testify/require"
 
@@ -268,7 +269,8 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 	t.Run("approval decided on the other bridge", func(t *testing.T) {
 		tid, err := a.submitMove(ids[0], 1.0, 0.5)
 		require.NoError(t, err)
-		aid := pendingApproval(t, a, tid)
+		// The operator finds a's request in b's list.
+		aid := pendingApproval(t, b, tid)
 		code, body, err := b.tryDo("POST", "/v1/approvals/"+aid+"/approve", b.operator, map[string]any{"reason": "approved from bridge b's console"})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, "%v", body)
@@ -405,18 +407,37 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 		require.Equal(t, []string{"a"}, motionEpochs(t, id, b.log(id))[:1])
 	}
 
-	// When the operator confirms the takeover on bridge b
-	code, body, err := b.tryDo("POST", "/v1/cluster/takeover", b.operator, map[string]any{"bridge": "a"})
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	taken, _ := body["taken"].([]any)
-	require.Len(t, taken, clusterRobots/2, "%v", body)
+	// When the operator confirms the takeover in bridge b's console
+	br := startBrowser(t)
+	br.run("sign in", 20*time.Second,
+		chromedp.Navigate(b.base+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), b.operator),
+		chromedp.Click(chromedp.ID("signin-submit")),
+	)
+	br.poll("bridge a shown silent with its robots orphaned",
+		`document.querySelector('#bridges li[data-bridge-id="a"]')?.dataset.alive === 'false' && !!document.querySelector('#takeover-bridge-a:not([disabled])')`, 20*time.Second)
+	br.run("take over a's robots", 10*time.Second,
+		chromedp.Click(chromedp.ID("takeover-bridge-a")),
+		chromedp.WaitVisible(chromedp.ID("takeover-ok")),
+	)
+	require.Contains(t, evalJS[string](br, `document.getElementById('takeover-title').textContent`), "10 robots from bridge a")
+	br.run("confirm", 20*time.Second, chromedp.Click(chromedp.ID("takeover-ok")))
+	br.poll("every robot shown owned by this bridge",
+		`[...document.querySelectorAll('#bridges li[data-robot-id]')].filter(li => li.dataset.state === 'owned').length === 20`, 20*time.Second)
+	// Then the audit names what the takeover interrupted
 	interrupted := map[string]bool{}
-	for _, x := range taken {
-		for _, tid := range x.(map[string]any)["interrupted"].([]any) {
-			interrupted[tid.(string)] = true
-		}
-	}
+	require.NoError(t, st.ExportAudit(ctx, store.AuditQuery{Type: "task.interrupted"}, func(r store.AuditRecord) error {
+		interrupted[r.TaskID] = true
+		return nil
+	}))
+	failovers := 0
+	require.NoError(t, st.ExportAudit(ctx, store.AuditQuery{Type: store.AuditFailover}, func(r store.AuditRecord) error {
+		require.Equal(t, "operator", r.Actor, "%+v", r)
+		failovers++
+		return nil
+	}))
+	require.Equal(t, clusterRobots/2, failovers)
 
 	// Then bridge b drives them: each robot was stopped under b's newer
 	// epoch, and a motion b commands goes, under that epoch.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/store"
 	"github.com/robot-bridge/robot-bridge/toolapi"
 	"github.com/robot-bridge/robot-bridge/toolerr"
@@ -328,6 +329,40 @@ func (b *Bridge) taskRobot(r *http.Request, _ []byte) string {
 		return ""
 	}
 	return robotID
+}
+
+// withRemotePending adds, in a cluster, the pending requests of the robots
+// other bridges drive to GET /v1/approvals (the list of h, which checks
+// the query): an operator sees every robot's requests on any bridge.
+func (b *Bridge) withRemotePending(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := r.URL.Query().Get("status")
+		if b.cluster == nil || r.Method != http.MethodGet || (status != "" && status != string(approval.StatusPending)) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := &answerRecorder{header: http.Header{}, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		var list struct {
+			Approvals []json.RawMessage `json:"approvals"`
+		}
+		if rec.code != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &list) != nil {
+			for k, v := range rec.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.code)
+			_, _ = w.Write(rec.body.Bytes())
+			return
+		}
+		out := make([]any, 0, len(list.Approvals))
+		for _, a := range list.Approvals {
+			out = append(out, a)
+		}
+		for _, a := range b.remotePending(r.Context(), r.URL.Query().Get("robot")) {
+			out = append(out, a)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+	})
 }
 
 // The cluster routes.

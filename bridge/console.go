@@ -297,6 +297,11 @@ func (b *Bridge) consoleSnapshotOf(ctx context.Context, starts *taskStarts) cons
 	for _, a := range b.approvals.List(string(approval.StatusPending)) {
 		s.Approvals = append(s.Approvals, b.approvalForConsole(a))
 	}
+	// In a cluster, the requests of the robots other bridges drive too:
+	// this console decides them through the mailbox.
+	for _, a := range b.remotePending(ctx, "") {
+		s.Approvals = append(s.Approvals, b.approvalForConsole(a))
+	}
 	for _, g := range b.approvals.Grants() {
 		if g.Status == approval.GrantActive {
 			s.Grants = append(s.Grants, g)
