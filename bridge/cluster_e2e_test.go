@@ -526,7 +526,12 @@ func TestCluster_DatabaseRestartMidRun(t *testing.T) {
 		require.Eventually(t, func() bool { return a.truth(d.id).Velocity.V > 0.1 }, 30*time.Second, 20*time.Millisecond, "robot %s never drove", d.id)
 	}
 
-	// When the database server goes away
+	// When the database server goes away (each robot's clock read just
+	// before)
+	simBefore := map[string]time.Time{}
+	for _, d := range drivers {
+		simBefore[d.id] = a.truth(d.id).Time
+	}
 	require.NoError(t, rig.pg.Stop())
 	down := time.Now()
 
@@ -539,7 +544,21 @@ func TestCluster_DatabaseRestartMidRun(t *testing.T) {
 			return math.Abs(tr.Velocity.V) < 0.01 && !tr.BaseGoal
 		}, 10*time.Second, 20*time.Millisecond, "robot %s still moving %s after the database went away", d.id, time.Since(down))
 	}
-	require.Less(t, time.Since(down), DefaultLeaseTTL+3*time.Second)
+	// The stop reached each robot before its lease could have expired in
+	// the database (the last renewal was at most TTL/8 before the outage,
+	// so the lease lived at least until 7/8 TTL after it): by the robot's
+	// own clock and log.
+	for _, d := range drivers {
+		var stopAt time.Time
+		for _, e := range a.log(d.id) {
+			if e.Op == "stop" && e.Time.After(simBefore[d.id]) {
+				stopAt = e.Time
+				break
+			}
+		}
+		require.False(t, stopAt.IsZero(), "robot %s's log shows no stop after the outage began", d.id)
+		require.Less(t, stopAt.Sub(simBefore[d.id]), DefaultLeaseTTL*7/8, "robot %s was stopped %s after the outage, later than its lease could last", d.id, stopAt.Sub(simBefore[d.id]))
+	}
 	// And anything that needs a durable write is UNAVAILABLE, on both
 	// bridges, and moves nothing
 	before := map[string]int{}
