@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/events"
@@ -178,6 +180,64 @@ type cluster struct {
 
 	viewMu sync.Mutex
 	view   clusterView // guarded by viewMu
+
+	met clusterMetrics
+}
+
+// clusterMetrics are the cluster's Prometheus series.
+type clusterMetrics struct {
+	robots    *prometheus.GaugeVec   // robot_bridge_cluster_robots{state}
+	renewals  *prometheus.CounterVec // robot_bridge_cluster_lease_renewals_total{result}
+	takeovers *prometheus.CounterVec // robot_bridge_cluster_takeovers_total{mode}
+	forwarded *prometheus.CounterVec // robot_bridge_cluster_forwarded_total{result}
+}
+
+func newClusterMetrics(reg prometheus.Registerer) clusterMetrics {
+	f := promauto.With(reg)
+	return clusterMetrics{
+		robots: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "robot_bridge_cluster_robots",
+			Help: "Robots of the fleet by their lease, as this bridge sees it: owned (by this bridge), held (by another live bridge), orphaned (lease expired, nobody drives it), free.",
+		}, []string{"state"}),
+		renewals: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "robot_bridge_cluster_lease_renewals_total",
+			Help: "Renewals of this bridge's robot leases, by result (ok, failed: the database was not reached).",
+		}, []string{"result"}),
+		takeovers: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "robot_bridge_cluster_takeovers_total",
+			Help: "Robots this bridge took over from a bridge whose lease expired, by failover mode (operator, auto).",
+		}, []string{"mode"}),
+		forwarded: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "robot_bridge_cluster_forwarded_total",
+			Help: "Operator requests this bridge passed to the bridge that drives the robot, by result (answered, abandoned: nobody took it in time, failed).",
+		}, []string{"result"}),
+	}
+}
+
+// countRobots sets robot_bridge_cluster_robots from the last read.
+func (c *cluster) countRobots() {
+	n := map[string]int{leaseOwned: 0, leaseHeld: 0, leaseOrphaned: 0, leaseFree: 0}
+	for _, s := range c.b.robots {
+		n[c.stateOf(s.id)]++
+	}
+	for st, v := range n {
+		c.met.robots.WithLabelValues(st).Set(float64(v))
+	}
+}
+
+// stateOf is robot id's lease state as this bridge sees it.
+func (c *cluster) stateOf(id string) string {
+	if c.owns(id) {
+		return leaseOwned
+	}
+	l, ok := c.leaseView(id)
+	switch {
+	case ok && !l.Released && l.Remaining > 0:
+		return leaseHeld
+	case ok && !l.Released:
+		return leaseOrphaned
+	}
+	return leaseFree
 }
 
 // clusterView is the last read of the leases and the bridges.
@@ -265,6 +325,7 @@ func newCluster(b *Bridge, conf ClusterConf) *cluster {
 		b: b, conf: conf, log: b.log.With("bridge_id", conf.BridgeID),
 		renewEvery: conf.LeaseTTL / 8, valid: conf.LeaseTTL / 2,
 		leases: map[string]*lease{}, claim: map[string]bool{}, waiting: map[int64]chan struct{}{},
+		met: newClusterMetrics(b.reg),
 	}
 	for _, s := range b.robots {
 		c.leases[s.id] = &lease{c: c, robot: s.id}
@@ -482,6 +543,7 @@ func (c *cluster) loop(ctx context.Context) {
 		}
 		c.renew(ctx)
 		c.refresh(ctx)
+		c.countRobots()
 		c.claimFree(ctx)
 		if c.conf.Failover == FailoverAuto {
 			c.autoFailover(ctx)
@@ -499,8 +561,10 @@ func (c *cluster) renew(ctx context.Context) {
 		// The holds keep their time; once it runs out the fence refuses
 		// and every motion stops (the supervisor asks each period).
 		c.log.Warn("robot leases not renewed", "err", err)
+		c.met.renewals.WithLabelValues("failed").Inc()
 		return
 	}
+	c.met.renewals.WithLabelValues("ok").Inc()
 	for _, s := range c.b.robots {
 		l := c.leases[s.id]
 		if !l.owned() {
@@ -608,7 +672,9 @@ func (c *cluster) takeOver(ctx context.Context, id, by, mode string) (store.Take
 		return rep, err
 	}
 	c.adopt(ctx, id, rep.Lease.Epoch, sent, fmt.Sprintf("taken over from bridge %s by %s", rep.From, by))
+	c.met.takeovers.WithLabelValues(mode).Inc()
 	c.refresh(ctx)
+	c.countRobots()
 	return rep, nil
 }
 

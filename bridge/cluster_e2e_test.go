@@ -439,6 +439,20 @@ func TestCluster_TwoBridgesOneFleet(t *testing.T) {
 	}))
 	require.Equal(t, clusterRobots/2, failovers)
 
+	// And bridge b's metrics say so
+	_, m, err := b.tryDo("GET", "/metrics", "", nil)
+	require.NoError(t, err)
+	metricsText := fmt.Sprint(m["_raw"])
+	for _, line := range []string{
+		`robot_bridge_cluster_robots{state="owned"} 20`,
+		`robot_bridge_cluster_robots{state="orphaned"} 0`,
+		`robot_bridge_cluster_takeovers_total{mode="operator"} 10`,
+		// The approval decided on b and the reset asked of b.
+		`robot_bridge_cluster_forwarded_total{result="answered"} 2`,
+	} {
+		require.Contains(t, metricsText, line)
+	}
+
 	// Then bridge b drives them: each robot was stopped under b's newer
 	// epoch, and a motion b commands goes, under that epoch.
 	v := rig.clusterView(b)
@@ -617,7 +631,7 @@ func TestCluster_DatabaseRestartMidRun(t *testing.T) {
 		st, err := d.h.waitStatus(d.id, tasks[d.id], 30*time.Second)
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(st, "recovered"), "robot %s's task ended %s", d.id, st)
-		require.Contains(t, st, "does not hold robot "+d.id+"'s lease")
+		require.Contains(t, st, "this bridge may no longer command the robot: this bridge ("+map[*fleetHarness]string{a: "a", b: "b"}[d.h]+") could not renew robot "+d.id+"'s lease")
 		require.Contains(t, st, "robot stopped")
 		_, body, err := d.h.tryDo("GET", "/v1/safety?robot="+d.id, d.h.agent, nil)
 		require.NoError(t, err)

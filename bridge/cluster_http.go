@@ -90,6 +90,14 @@ func (b *Bridge) forwarding(h http.Handler, of robotOf) http.Handler {
 		p, _ := toolapi.PrincipalFromRequest(r)
 		fr := forwarded{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, By: p.Name, Role: p.Role}
 		status, answer, ferr := c.forward(r.Context(), owner, robotID, fr)
+		switch {
+		case ferr == nil:
+			c.met.forwarded.WithLabelValues("answered").Inc()
+		case errors.Is(ferr, errNoAnswer):
+			c.met.forwarded.WithLabelValues("abandoned").Inc()
+		default:
+			c.met.forwarded.WithLabelValues("failed").Inc()
+		}
 		if ferr != nil {
 			code := http.StatusServiceUnavailable
 			if errors.Is(ferr, errNoAnswer) {
@@ -426,19 +434,14 @@ func (b *Bridge) handleCluster(w http.ResponseWriter, r *http.Request) {
 	counts := map[string]int{}
 	robots := make([]clusterRobot, 0, len(b.robots))
 	for _, s := range b.robots {
-		cr := clusterRobot{RobotID: s.id, State: leaseFree}
+		cr := clusterRobot{RobotID: s.id, State: c.stateOf(s.id)}
 		l, ok := view.leases[s.id]
 		if ok {
 			cr.Owner, cr.Epoch = l.Owner, l.Epoch
 		}
-		switch {
-		case c.owns(s.id):
-			cr.State, cr.Owner = leaseOwned, c.conf.BridgeID
+		if cr.State == leaseOwned {
+			cr.Owner = c.conf.BridgeID
 			cr.Epoch, _ = c.leases[s.id].Epoch()
-		case ok && !l.Released && l.Remaining > 0:
-			cr.State = leaseHeld
-		case ok && !l.Released:
-			cr.State = leaseOrphaned
 		}
 		if ok && !l.Released {
 			if l.Remaining > 0 {

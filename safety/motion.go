@@ -849,6 +849,11 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 			}
 			// Keep the robot's command watchdog fed while we supervise.
 			if tick {
+				// A lease that lapsed since the last check ends the motion
+				// as what it is, before the driver refuses the refresh.
+				if err := s.fenceErr(); err != nil {
+					return r.trip(mkTrip(TripLeaseLost, i, "this bridge may no longer command the robot: "+toolerr.As(err).Message, err)), i, nil
+				}
 				if err := s.drv.Refresh(ctx); err != nil && ctx.Err() == nil {
 					if !s.drv.LinkUp() {
 						return r.trip(mkTrip(TripLinkDown, i, "the robot link went down during the motion", err)), i, nil
