@@ -829,15 +829,6 @@ func (b *Bridge) remotePending(ctx context.Context, robotID string) []approval.A
 	return out
 }
 
-// owned lists the robots this bridge holds, for the recovery at start.
-func (c *cluster) owned() []string {
-	var out []string
-	for _, s := range c.ownedStacks() {
-		out = append(out, s.id)
-	}
-	return out
-}
-
 // sortedBridges returns the bridges of the last read, by id.
 func (c *cluster) sortedBridges() []store.BridgeInfo {
 	c.viewMu.Lock()

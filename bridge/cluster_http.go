@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -355,9 +356,7 @@ func (b *Bridge) withRemotePending(h http.Handler) http.Handler {
 			Approvals []json.RawMessage `json:"approvals"`
 		}
 		if rec.code != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &list) != nil {
-			for k, v := range rec.header {
-				w.Header()[k] = v
-			}
+			maps.Copy(w.Header(), rec.header)
 			w.WriteHeader(rec.code)
 			_, _ = w.Write(rec.body.Bytes())
 			return

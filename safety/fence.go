@@ -6,13 +6,14 @@ import (
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
-// ErrFenced: this bridge does not hold the robot's lease now (a cluster
+// ErrFenced says this bridge does not hold the robot's lease now (a cluster
 // of bridges in front of one fleet, where each robot is driven by one
 // bridge at a time), so the gate sends it nothing but stops.
 var ErrFenced = errors.New("robot lease not held")
 
-// TripLeaseLost: the bridge lost the robot's lease during a motion (it
-// could not renew it in time, or another bridge took the robot over).
+// TripLeaseLost is the trip of a bridge that lost the robot's lease
+// during a motion (it could not renew it in time, or another bridge took
+// the robot over).
 const TripLeaseLost TripKind = "lease_lost"
 
 // Fence says whether this bridge may command the robot now. In a cluster
