@@ -39,7 +39,7 @@ import (
 var routePatternRE = regexp.MustCompile(`^(?:(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) )?/v1/\S*$`)
 
 // registrars are the functions whose first argument is a route pattern.
-var registrars = map[string]bool{"Mount": true, "Handle": true, "HandleFunc": true}
+var registrars = map[string]bool{"Mount": true, "mountOperator": true, "Handle": true, "HandleFunc": true}
 
 // modulePath is this module's import path.
 const modulePath = "github.com/robot-bridge/robot-bridge"
@@ -90,7 +90,7 @@ func bridgePackages(t *testing.T, root string) []string {
 
 // sourceRoutes returns every /v1/ route pattern registered in the
 // non-test source of the bridge's packages (bridgePackages): string
-// literals passed as the first argument of Mount, Handle or HandleFunc,
+// literals passed as the first argument of Mount, mountOperator, Handle or HandleFunc,
 // and the elements (or keys) of a composite literal a for-range loop feeds
 // to such a call. It maps each pattern to the files that register it.
 func sourceRoutes(t *testing.T) map[string][]string {
@@ -302,6 +302,11 @@ func matrix() []routeCase {
 				require.False(t, h.b.Supervisor().Status().EStop.Active)
 			},
 		},
+		// The cluster (operator only): a lone bridge says it is in none, and
+		// has nothing to take over or release.
+		{pattern: "GET /v1/cluster", method: "GET", path: "/v1/cluster", need: toolapi.RoleOperator, opWant: 200},
+		{pattern: "POST /v1/cluster/takeover", method: "POST", path: "/v1/cluster/takeover", body: map[string]any{"bridge": "a"}, need: toolapi.RoleOperator, opWant: 409},
+		{pattern: "POST /v1/cluster/release", method: "POST", path: "/v1/cluster/release", body: map[string]any{"robot_id": "x"}, need: toolapi.RoleOperator, opWant: 409},
 		// Escalations (operator only): the agent can neither read them nor
 		// answer its own. No escalation has this id, so the operator's
 		// answer is a 404 and changes nothing.

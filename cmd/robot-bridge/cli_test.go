@@ -109,7 +109,10 @@ func TestCommandHelp_NamesArgumentsAndFlagsAndExits0(t *testing.T) {
 		usageLine string
 		flags     []string // "-name PLACEHOLDER" as the help shows them
 	}{
-		{"serve", "usage: robot-bridge serve [flags]", []string{"-config FILE", "-data-dir DIR", "-listen HOST:PORT", "-log-level LEVEL", "-store ENGINE", "-store-dsn-file FILE"}},
+		{"serve", "usage: robot-bridge serve [flags]", []string{
+			"-advertise URL", "-bridge-id ID", "-claim IDS", "-config FILE", "-data-dir DIR", "-failover POLICY", "-lease-ttl DURATION",
+			"-listen HOST:PORT", "-log-level LEVEL", "-store ENGINE", "-store-dsn-file FILE",
+		}},
 		{"sim", "usage: robot-bridge sim [flags]", []string{"-broker URL", "-config FILE", "-listen HOST:PORT", "-log-level LEVEL", "-robots N", "-share-connection", "-transport KIND"}},
 		{"check-config", "usage: robot-bridge check-config FILE", nil},
 		{"tools", "usage: robot-bridge tools [flags]", []string{"-config FILE", "-format FORMAT", "-strict"}},
