@@ -84,6 +84,18 @@ const (
 
 var bridgeIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
 
+// SplitIDs splits a comma-separated list of robot ids (--claim,
+// $ROBOT_BRIDGE_CLAIM), dropping blanks.
+func SplitIDs(v string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // resolveCluster fills c from the environment and checks it; ok is false
 // when cluster mode is off.
 func resolveCluster(c ClusterConf, env func(string) string, cfg *hwconfig.Config, drv store.Driver) (ClusterConf, bool, error) {
@@ -103,13 +115,7 @@ func resolveCluster(c ClusterConf, env func(string) string, cfg *hwconfig.Config
 		c.Advertise = strings.TrimSpace(env(EnvAdvertise))
 	}
 	if len(c.Claim) == 0 {
-		if v := strings.TrimSpace(env(EnvClaim)); v != "" {
-			for p := range strings.SplitSeq(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					c.Claim = append(c.Claim, p)
-				}
-			}
-		}
+		c.Claim = SplitIDs(env(EnvClaim))
 	}
 	if c.Failover == "" {
 		c.Failover = strings.TrimSpace(env(EnvFailover))

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/goccy/go-yaml"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/store/pgtest"
@@ -42,7 +41,6 @@ type benchCluster struct {
 
 func startBenchCluster(tb testing.TB, failover string, aInProcess bool) *benchCluster {
 	tb.Helper()
-	bin := robotBridgeBinary(tb)
 	pg := pgtest.New(tb)
 	dsn := pg.CreateDB(tb)
 	br := mqtttest.StartBroker(tb)
@@ -53,24 +51,15 @@ func startBenchCluster(tb testing.TB, failover string, aInProcess bool) *benchCl
 		c.Camera = nil
 		c.Sim.CommandTimeout = hwconfig.Duration(1500 * time.Millisecond)
 	})
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	dir := tb.TempDir()
 	bc := &benchCluster{
-		tb: tb, cfg: cfg, ids: cfg.FleetIDs(), cfgPath: filepath.Join(dir, "fleet.yaml"), dsnFile: filepath.Join(dir, "dsn"),
+		tb: tb, cfg: cfg, ids: cfg.FleetIDs(), dsnFile: filepath.Join(dir, "dsn"),
 		brokerURL: br.URL, dir: dir, httpClient: &http.Client{Timeout: 30 * time.Second},
-	}
-	if err := os.WriteFile(bc.cfgPath, raw, 0o600); err != nil {
-		tb.Fatal(err)
 	}
 	if err := os.WriteFile(bc.dsnFile, []byte(dsn+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	simAddr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(tb))
-	rostest.Start(tb, os.Environ(), bin, "sim", "--transport", "mqtt", "--broker", br.URL,
-		"--config", bc.cfgPath, "--listen", simAddr, "--log-level", "warn")
+	bc.cfgPath, _, _ = startSimRobots(tb, cfg, br.URL)
 	bc.bridgeB, bc.b = bc.inProcess("b", bc.ids[2:], failover)
 	if aInProcess {
 		_, bc.a = bc.inProcess("a", bc.ids[:2], failover)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/goccy/go-yaml"
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
@@ -71,19 +70,12 @@ func startCluster(t *testing.T) *clusterRig {
 		mb.Timeout = hwconfig.Duration(60 * time.Second)
 		c.Actions[hwconfig.ToolMoveBaseTo] = mb
 	})
-	raw, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "fleet.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, raw, 0o600))
 	dsnFile := filepath.Join(dir, "dsn")
 	require.NoError(t, os.WriteFile(dsnFile, []byte(dsn+"\n"), 0o600))
 	ids := cfg.FleetIDs()
 	require.Len(t, ids, clusterRobots)
-
-	simAddr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(t))
-	simProc := rostest.Start(t, os.Environ(), bin, "sim", "--transport", "mqtt", "--broker", br.URL,
-		"--config", cfgPath, "--listen", simAddr, "--log-level", "warn")
+	cfgPath, simAPI, simProc := startSimRobots(t, cfg, br.URL)
 	simC := &http.Client{Timeout: 10 * time.Second}
 	rig := &clusterRig{t: t, cfg: cfg, ids: ids, pg: pg, dsn: dsn}
 
@@ -120,7 +112,7 @@ func startCluster(t *testing.T) *clusterRig {
 
 	mk := func(base string) *fleetHarness {
 		return &fleetHarness{
-			cfg: cfg, ids: ids, simAPI: "http://" + simAddr, simC: simC,
+			cfg: cfg, ids: ids, simAPI: simAPI, simC: simC,
 			harness: &harness{t: t, base: base, agent: testAgentToken, operator: testOperatorToken, client: &http.Client{Timeout: 90 * time.Second}},
 		}
 	}

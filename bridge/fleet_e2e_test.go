@@ -66,11 +66,26 @@ func robotBridgeBinary(t testing.TB) string {
 	return binPath
 }
 
+// startSimRobots writes cfg to a file and runs its robots as
+// `robot-bridge sim --transport mqtt` on broker url, in a process of its
+// own: it returns the config's path, the sim's HTTP API and the process.
+func startSimRobots(tb testing.TB, cfg *hwconfig.Config, url string) (string, string, *rostest.Proc) {
+	tb.Helper()
+	raw, err := yaml.Marshal(cfg)
+	require.NoError(tb, err)
+	path := filepath.Join(tb.TempDir(), "fleet.yaml")
+	require.NoError(tb, os.WriteFile(path, raw, 0o600))
+	addr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(tb))
+	proc := rostest.Start(tb, os.Environ(), robotBridgeBinary(tb), "sim", "--transport", "mqtt", "--broker", url,
+		"--config", path, "--listen", addr, "--log-level", "warn")
+	return path, "http://" + addr, proc
+}
+
 // startFleet boots a broker (or the embedded one), a bridge whose config
 // is a fleet of n robots, and the n simulated robots in their process.
 func startFleet(t *testing.T, n int, embedded bool) *fleetHarness {
 	t.Helper()
-	bin := robotBridgeBinary(t)
+	robotBridgeBinary(t) // built before anything starts: the build takes a while
 	var url string
 	cfg := mqttTestConfig(t, func(c *hwconfig.Config) {
 		if embedded {
@@ -103,14 +118,8 @@ func startFleet(t *testing.T, n int, embedded bool) *fleetHarness {
 	if embedded {
 		url = "tcp://" + b.BrokerAddr()
 	}
-	raw, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	addr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(t))
-	proc := rostest.Start(t, os.Environ(), bin, "sim", "--transport", "mqtt", "--broker", url,
-		"--config", path, "--listen", addr, "--log-level", "warn")
-	fh := &fleetHarness{cfg: cfg, ids: cfg.FleetIDs(), simAPI: "http://" + addr, simC: &http.Client{Timeout: 10 * time.Second}}
+	_, simAPI, proc := startSimRobots(t, cfg, url)
+	fh := &fleetHarness{cfg: cfg, ids: cfg.FleetIDs(), simAPI: simAPI, simC: &http.Client{Timeout: 10 * time.Second}}
 	fh.harness = &harness{
 		t: t, b: b, base: "http://" + b.Addr(),
 		agent: testAgentTok, operator: testOperatorTok,

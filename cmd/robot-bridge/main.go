@@ -290,7 +290,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Env:      os.Getenv,
 		Out:      stdout,
 		Store:    bridge.StoreConf{Driver: *storeDriver, DSNFile: *storeDSNFile},
-		Cluster:  bridge.ClusterConf{BridgeID: *bridgeID, Advertise: *advertise, Claim: splitList(*claim), Failover: *failover, LeaseTTL: *leaseTTL},
+		Cluster:  bridge.ClusterConf{BridgeID: *bridgeID, Advertise: *advertise, Claim: bridge.SplitIDs(*claim), Failover: *failover, LeaseTTL: *leaseTTL},
 	})
 	if err != nil {
 		sayln(stderr, "robot-bridge:", err)
@@ -375,15 +375,4 @@ func lifecycle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for p := range strings.SplitSeq(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
