@@ -56,9 +56,44 @@ func (r *rig) answer(what string, call func() (actions.TaskView, error)) (action
 	return got.v, got.err
 }
 
+// pause pauses task id as operator-1. The pause is taken before robot
+// time moves on: its stop has left (or it was refused at once) before the
+// world is stepped, so a fault the test injected first meets the pause,
+// not a motion loop that a loaded machine let run ahead of it.
 func (r *rig) pause(id, reason string) (actions.TaskView, error) {
+	r.t.Helper()
+	stops := func() int {
+		n := 0
+		for _, e := range r.eventsOf(safety.EventStopSent) {
+			if e.TaskID == id && strings.HasPrefix(e.Reason, "paused by ") {
+				n++
+			}
+		}
+		return n
+	}
+	before := stops()
+	ch := make(chan taskAnswer, 1)
+	go func() {
+		v, err := r.run.Pause(context.Background(), id, "operator-1", reason)
+		ch <- taskAnswer{v, err}
+	}()
+	var got taskAnswer
+	answered := false
+	waitUntil(r.t, func() bool {
+		select {
+		case got = <-ch:
+			answered = true
+			return true
+		default:
+			return stops() > before
+		}
+	}, "the pause neither sent its stop nor answered")
+	if answered {
+		return got.v, got.err
+	}
 	return r.answer("the pause", func() (actions.TaskView, error) {
-		return r.run.Pause(context.Background(), id, "operator-1", reason)
+		a := <-ch
+		return a.v, a.err
 	})
 }
 

@@ -171,7 +171,8 @@ func ConnectionFrom(m *hwconfig.MQTTConf, broker, clientID string, env func(stri
 
 // clientOptions are paho's options for c with the given last will. The
 // session is clean (nothing of an earlier connection is resumed, so no
-// command of before a reconnect is replayed by the broker), the client
+// command of before a reconnect is replayed by the broker, and none by
+// paho either: NoReplayStore), the client
 // reconnects on its own with backoff (paho: 1s, doubling up to
 // ReconnectMax), and handlers run in order on paho's goroutine (they must
 // not block).
@@ -181,7 +182,7 @@ func (c Connection) clientOptions(willTopic string, qos byte) *paho.ClientOption
 		SetConnectRetryInterval(time.Second).SetMaxReconnectInterval(c.ReconnectMax).
 		SetKeepAlive(c.KeepAlive).SetPingTimeout(max(c.KeepAlive/2, time.Second)).
 		SetConnectTimeout(5*time.Second).SetWriteTimeout(time.Second).
-		SetOrderMatters(true).SetResumeSubs(false).
+		SetOrderMatters(true).SetResumeSubs(false).SetStore(NoReplayStore()).
 		SetWill(willTopic, StatusOffline, qos, true)
 	if c.Username != "" {
 		o.SetUsername(c.Username)

@@ -238,14 +238,15 @@ func (l *Link) publish(topic string, qos byte, retained bool, payload any) paho.
 }
 
 // clientOptions are a simulated robot's (or a link's) paho options: a
-// clean session that reconnects by itself, keepalive and backoff from the
+// clean session that reconnects by itself and replays nothing of an
+// earlier connection (mqtt.NoReplayStore), keepalive and backoff from the
 // config, ordered delivery, the credentials and TLS of conn.
 func clientOptions(conn mqtt.Connection, onConnect func(paho.Client), onLost func(error)) *paho.ClientOptions {
 	o := paho.NewClientOptions().AddBroker(conn.Broker).SetClientID(conn.ClientID).
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
 		SetMaxReconnectInterval(conn.ReconnectMax).SetKeepAlive(conn.KeepAlive).
 		SetPingTimeout(max(conn.KeepAlive/2, time.Second)).SetConnectTimeout(5 * time.Second).
-		SetWriteTimeout(time.Second).SetOrderMatters(true).
+		SetWriteTimeout(time.Second).SetOrderMatters(true).SetStore(mqtt.NoReplayStore()).
 		SetOnConnectHandler(onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { onLost(err) })
 	if conn.Username != "" {
