@@ -40,6 +40,9 @@ func StartBroker(addr string, log *slog.Logger) (*Broker, error) {
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
+	if err := srv.AddHook(newRetainGuard(srv.Topics), nil); err != nil {
+		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
+	}
 	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})
 	if err := srv.AddListener(tcp); err != nil {
 		return nil, fmt.Errorf("mqtt: embedded broker on %s: %w", addr, err)
