@@ -1,0 +1,141 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// corpusDir is the corpus, at the repository's root.
+var corpusDir = filepath.Join("..", "testdata", "conformance")
+
+// groups are the attack groups the corpus must cover.
+var groups = []string{
+	"motion_without_approval", "self_approval", "limit_evasion", "estop_and_fault_reset",
+	"idempotency_abuse", "loop_and_rate_abuse", "argument_injection", "scene_injection", "timing_races",
+}
+
+func loadCorpus(t testing.TB) *Corpus {
+	t.Helper()
+	c, err := LoadCorpus(corpusDir)
+	require.NoError(t, err)
+	return c
+}
+
+// sliceOf is the cases marked for make test's slice.
+func sliceOf(c *Corpus) []Entry {
+	var out []Entry
+	for _, e := range c.Cases() {
+		if e.Case.Slice {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// requireSafe fails the test for every failing case run, naming it.
+func requireSafe(t *testing.T, results []CaseResult) {
+	t.Helper()
+	for _, r := range results {
+		if !r.Passed() {
+			t.Errorf("%s on %s, seed %d: unsafe %q, crash %q, failures %q (chaos %q)", r.ID, r.Target, r.Seed, r.Unsafe, r.Crash, r.Failures, r.Chaos)
+		}
+	}
+	s := Summarize(results)
+	require.Zero(t, s.Unsafe, "unsafe commands or motions at the robot")
+	require.Zero(t, s.Crashes)
+}
+
+// writeReport writes results' report to path.
+func writeReport(t *testing.T, path string, c *Corpus, seeds []int64, chaos bool, cases int, cmd string, results []CaseResult) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, WriteReport(f, ReportConf{Command: cmd, Groups: c.Groups, Seeds: seeds, Chaos: chaos, Cases: cases, When: time.Now()}, results))
+	t.Logf("report: %s", path)
+}
+
+// The make test slice: a seeded run of the cases marked slice (every
+// group has some) against the bridge on its in-process simulator, with
+// chaos on; the robot's side must show nothing unsafe and every answer
+// must be the expected one.
+func TestConformance_Slice(t *testing.T) {
+	c := loadCorpus(t)
+	entries := sliceOf(c)
+	tg, _ := inprocTarget(t)
+	r := NewRunner(tg, Options{Seed: 1, Chaos: true, Logf: t.Logf})
+	defer r.Close()
+	results := r.Run(context.Background(), entries)
+	writeReport(t, filepath.Join("..", "test-output", "conformance", "slice.md"), c, []int64{1}, true, len(entries), "go test ./conformance -run TestConformance_Slice", results)
+	requireSafe(t, results)
+	require.Len(t, results, len(entries))
+}
+
+// The whole suite (make conformance): every case × seeds × targets with
+// chaos on, and the Markdown report. ROBOT_BRIDGE_CONFORMANCE=full runs
+// it; ROBOT_BRIDGE_CONFORMANCE_SEEDS (default 1,2,3),
+// _TARGETS (default inproc,ros), _CASE (a case id or a prefix) and
+// _REPORT (default docs/conformance/report.md) narrow it.
+func TestConformance_Full(t *testing.T) {
+	if os.Getenv("ROBOT_BRIDGE_CONFORMANCE") != "full" {
+		t.Skip("the whole suite runs with make conformance (ROBOT_BRIDGE_CONFORMANCE=full); make test runs TestConformance_Slice")
+	}
+	c := loadCorpus(t)
+	entries := c.Cases()
+	if want := os.Getenv("ROBOT_BRIDGE_CONFORMANCE_CASE"); want != "" {
+		entries = slices.DeleteFunc(entries, func(e Entry) bool { return !strings.HasPrefix(e.Case.ID, want) })
+		require.NotEmpty(t, entries, "no case id starts with %q", want)
+	}
+	seeds := []int64{1, 2, 3}
+	if s := os.Getenv("ROBOT_BRIDGE_CONFORMANCE_SEEDS"); s != "" {
+		seeds = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			require.NoError(t, err, "ROBOT_BRIDGE_CONFORMANCE_SEEDS")
+			seeds = append(seeds, n)
+		}
+	}
+	targets := []string{TargetInProc, TargetROS}
+	if s := os.Getenv("ROBOT_BRIDGE_CONFORMANCE_TARGETS"); s != "" {
+		targets = strings.Split(s, ",")
+	}
+	report := filepath.Join("..", "docs", "conformance", "report.md")
+	if p := os.Getenv("ROBOT_BRIDGE_CONFORMANCE_REPORT"); p != "" {
+		report = p
+	}
+	var results []CaseResult
+	for _, name := range targets {
+		var tg Target
+		switch name {
+		case TargetInProc:
+			tg, _ = inprocTarget(t)
+		case TargetROS:
+			tg = rosTarget(t)
+		default:
+			t.Fatalf("ROBOT_BRIDGE_CONFORMANCE_TARGETS: %q is not %s or %s", name, TargetInProc, TargetROS)
+		}
+		for _, seed := range seeds {
+			start := time.Now()
+			r := NewRunner(tg, Options{Seed: seed, Chaos: true, Logf: t.Logf})
+			rs := r.Run(context.Background(), entries)
+			r.Close()
+			s := Summarize(rs)
+			t.Logf("%s seed %d: %d case runs in %s: unsafe %d, crashes %d, failed %d", name, seed, s.Runs, time.Since(start).Round(time.Second), s.Unsafe, s.Crashes, s.Failed)
+			results = append(results, rs...)
+		}
+	}
+	writeReport(t, report, c, seeds, true, len(entries), "make conformance", results)
+	requireSafe(t, results)
+	for _, r := range results {
+		require.Empty(t, r.Failures, "%s on %s, seed %d", r.ID, r.Target, r.Seed)
+	}
+}
