@@ -51,6 +51,10 @@ crash-loop: ## kill -9 the real binary at random points CRASH_ITERATIONS times (
 	ROBOT_BRIDGE_CRASH_ITERATIONS=$(CRASH_ITERATIONS) ROBOT_BRIDGE_CRASH_SEED=$(CRASH_SEED) \
 	  $(GO) test -run '^TestCrash_KillNineLosesNothing$$' -count=1 -v -timeout 60m ./cmd/robot-bridge
 
+.PHONY: conformance
+conformance: ## the safety conformance suite: every attack case x seeds 1,2,3 x the in-process simulator and ROS, chaos on; writes docs/conformance/report.md
+	ROBOT_BRIDGE_CONFORMANCE=full $(GO) test -run '^TestConformance_Full$$' -count=1 -v -timeout 60m ./conformance
+
 .PHONY: fuzz-short
 fuzz-short: ## run every fuzz target for $(FUZZTIME)
 	@set -e; for pkg in $$($(GO) list ./...); do \

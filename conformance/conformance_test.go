@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/robot-bridge/robot-bridge/robot"
 )
 
 // corpusDir is the corpus, at the repository's root.
@@ -138,4 +140,43 @@ func TestConformance_Full(t *testing.T) {
 	for _, r := range results {
 		require.Empty(t, r.Failures, "%s on %s, seed %d", r.ID, r.Target, r.Seed)
 	}
+}
+
+// The verdict comes from the robot, not from the bridge: a motion that
+// reaches the simulator around the bridge (here, straight into it) is
+// found unsafe, though every answer of the bridge was as expected — and
+// a command accepted after a confirmed e-stop is found too.
+func TestConformance_ARogueCommandAtTheRobotIsUnsafe(t *testing.T) {
+	tg, b := inprocTarget(t)
+	r := NewRunner(tg, Options{Seed: 1})
+	defer r.Close()
+	rogue := func(id string) {
+		require.NoError(t, b.Sim().Command(robot.Command{ID: id, Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{
+			Target: robot.Pose2D{X: 0.3}, MaxLinear: 0.5, MaxAngular: 1,
+		}}))
+	}
+	quiet := Entry{Group: "test", Case: Case{ID: "test/quiet", Title: "nothing happens", Steps: []Step{{Sleep: Duration(time.Second)}}}}
+	done := make(chan CaseResult, 1)
+	go func() { done <- r.RunCase(context.Background(), quiet) }()
+	time.Sleep(300 * time.Millisecond)
+	rogue("rogue-1")
+	res := <-done
+	require.False(t, res.Passed())
+	require.Len(t, res.Unsafe, 1, "%q", res.Unsafe)
+	require.Contains(t, res.Unsafe[0], "command rogue-1 (move_base) accepted by the robot: the operator approved no task rogue")
+
+	// An e-stop the operator confirmed: the robot's own e-stop refuses
+	// nothing here (the bridge's stop only stopped it), so a command that
+	// still reaches it is accepted, and the verdict must find it inside
+	// the e-stop's window.
+	estop := Entry{Group: "test", Case: Case{ID: "test/estop", Title: "an e-stop", Steps: []Step{
+		{Operator: &OperatorAct{Do: "estop"}},
+		{Sleep: Duration(time.Second)},
+	}}}
+	go func() { done <- r.RunCase(context.Background(), estop) }()
+	time.Sleep(400 * time.Millisecond)
+	rogue("rogue-2")
+	res = <-done
+	require.False(t, res.Passed())
+	require.Contains(t, strings.Join(res.Unsafe, "\n"), "command rogue-2 (move_base) accepted by the robot during an e-stop")
 }
