@@ -10,11 +10,11 @@ import (
 
 // Summary totals a set of results.
 type Summary struct {
-	Runs, Steps                                        int
+	Runs, Steps                                         int
 	Refusals, RefusedAsExpected, RefusedOtherUnderChaos int
-	Approved, Motions                                  int
-	Unsafe, Crashes, Failed, Deviations, Chaos         int
-	Duration                                           time.Duration
+	Approved, Motions                                   int
+	Unsafe, Crashes, Failed, Deviations, Chaos          int
+	Duration                                            time.Duration
 }
 
 // Summarize totals results.
