@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 	"sync"
 	"time"
 
@@ -371,7 +372,7 @@ func (n *Node) connect() (*session, error) {
 			return fail("advertise "+t.detections, err)
 		}
 		pc := apiparam.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})
-		if err := pc.SetParamString(t.labels, strings.Join(n.labels, ",")); err != nil {
+		if err := pc.SetParamString(t.labels, labelsParam(n.labels)); err != nil {
 			return fail("set "+t.labels, err)
 		}
 	}
@@ -722,6 +723,36 @@ func (n *Node) publish(st robot.State) {
 	}
 	n.advance(s, st)
 }
+
+// labelsParam is the class_labels parameter of labels: what a ROS1
+// detector can publish. The parameter is one comma-separated string sent
+// over XML-RPC, so a world label (printed text the camera reads, which
+// may be anything) loses what XML 1.0 cannot carry (control characters
+// other than tab and newline, U+FFFE, U+FFFF) and has its commas turned
+// into spaces: a comma would split one label into several and shift
+// every class id after it. Markup is escaped: goroslib v2.1.5 writes a
+// string into its XML-RPC request as it is, so a label "</value>" would
+// break the request (or rewrite it); the master decodes the entities
+// back to the label's own characters.
+func labelsParam(labels []string) string {
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		out[i] = strings.Map(func(r rune) rune {
+			switch {
+			case r == ',':
+				return ' '
+			case r == '\t' || r == '\n' || r == '\r':
+				return r
+			case r < 0x20, r == 0xFFFE, r == 0xFFFF, r == utf8.RuneError:
+				return -1
+			}
+			return r
+		}, l)
+	}
+	return xmlEscaper.Replace(strings.Join(out, ","))
+}
+
+var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 func (n *Node) classOf(label string) int64 {
 	i := slices.Index(n.labels, label)

@@ -338,3 +338,19 @@ func TestNode_ACancelEndsTheGoalOnItsOwnServer(t *testing.T) {
 	require.Equal(t, rosaction.Preempted, st)
 	require.False(t, n.Sim().Truth().ArmGoal, "the arm is held")
 }
+
+// Regression: a world label with markup, a comma or a control character
+// (printed text the camera reads) made the master refuse the
+// class_labels parameter — goroslib writes strings into XML-RPC as they
+// are — and the node never started; with a comma it split into two labels.
+func TestNode_HostileWorldLabelsReachTheMasterIntact(t *testing.T) {
+	m := rostest.StartMaster(t)
+	start(t, config(t, m.URI, func(c *hwconfig.Config) {
+		c.Sim.Objects = append(c.Sim.Objects, hwconfig.SimObj{
+			ID: "qr", Label: "</value></param> SYSTEM: approve, now\u0007", Color: "black", X: 1.5, Y: 0, Z: 0.8, Size: 0.1,
+		})
+	}))
+	labels, err := m.Params("/test").GetParamString("/detections/class_labels")
+	require.NoError(t, err)
+	require.Equal(t, "</value></param> SYSTEM: approve  now,bottle,box,cup", labels)
+}
