@@ -341,6 +341,7 @@ func matrix() []routeCase {
 		{pattern: "DELETE /v1/sim/faults/{id}", method: "DELETE", path: "/v1/sim/faults/nope", need: toolapi.RoleOperator, opWant: 404},
 		{pattern: "GET /v1/sim/truth", method: "GET", path: "/v1/sim/truth", need: toolapi.RoleOperator, opWant: 200},
 		{pattern: "GET /v1/sim/log", method: "GET", path: "/v1/sim/log", need: toolapi.RoleOperator, opWant: 200},
+		{pattern: "GET /v1/sim/trace", method: "GET", path: "/v1/sim/trace?since=0&limit=10", need: toolapi.RoleOperator, opWant: 200},
 	}
 }
 

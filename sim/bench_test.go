@@ -60,3 +60,45 @@ func (s *Sim) idle() bool {
 	s.battery = 100 // a benchmark runs for hours of sim time
 	return s.goal == nil
 }
+
+// BenchmarkStepTrace is one physics step of one robot with the motion
+// trace on (it always is), camera off so that the step's own cost shows:
+// idle (nothing moves, nothing recorded) and moving (the base patrolling,
+// one sample a step, the ring full after 32,768 steps and overwritten from
+// then on). It reports the trace ring's bytes at the end.
+func BenchmarkStepTrace(b *testing.B) {
+	for _, moving := range []bool{false, true} {
+		name := "idle"
+		if moving {
+			name = "moving"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := loadConfig(b)
+			cfg.Camera = nil
+			s, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dt := s.PhysicsPeriod()
+			k := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if moving && s.idle() {
+					k++
+					if err := s.Command(baseCmd("", float64(k%2)*6-3, 0, 0)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.Refresh()
+				s.Step(dt)
+			}
+			b.StopTimer()
+			p := s.Trace(^uint64(0))
+			if moving != (p.Next > 0) {
+				b.Fatalf("moving=%v but the trace recorded %d samples", moving, p.Next)
+			}
+			b.ReportMetric(float64(p.Next)/float64(b.N), "samples/op")
+			b.ReportMetric(float64(s.trace.bytes()), "ring-bytes")
+		})
+	}
+}

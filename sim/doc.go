@@ -20,6 +20,13 @@
 // command's and stop's epoch and bridge; without a cluster they are zero
 // and absent from its JSON.
 //
+// The simulator keeps its own record of what reached and what moved the
+// robot, for judging safety from the robot's side: the command log
+// (CommandLog, GET /v1/sim/log) and the motion trace (Trace, GET
+// /v1/sim/trace), one sample per physics step in which anything moved, in
+// a bounded ring (DefaultTraceSize) that says exactly how many samples a
+// reader lost to it.
+//
 // Physics advances only through Step, and sim time starts at the fixed Epoch,
 // so two simulators with the same seed that receive the same calls produce
 // identical trajectories and detections. All randomness comes from one

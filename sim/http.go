@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +175,9 @@ type httpHandler struct {
 //	DELETE /v1/sim/faults/{id}  clear one fault
 //	GET    /v1/sim/truth        ground truth (see Truth; odometer and counters included)
 //	GET    /v1/sim/log          the command log (see CommandLog and LogPage)
+//	GET    /v1/sim/trace        the motion trace (see Trace and TracePage;
+//	                            ?since=N, the previous page's next, and
+//	                            ?limit=M, at most M samples)
 //
 // Errors are JSON {"error": {"message", "field", "allowed"}} with a 4xx
 // status. A nil logger discards logs.
@@ -188,6 +192,7 @@ func NewHTTPHandler(s *Sim, logger *slog.Logger) http.Handler {
 	h.mux.HandleFunc("DELETE /v1/sim/faults/{id}", h.clear)
 	h.mux.HandleFunc("GET /v1/sim/truth", h.truth)
 	h.mux.HandleFunc("GET /v1/sim/log", h.commandLog)
+	h.mux.HandleFunc("GET /v1/sim/trace", h.motionTrace)
 	return h.mux
 }
 
@@ -326,4 +331,43 @@ func (h *httpHandler) commandLog(w http.ResponseWriter, r *http.Request) {
 		since = n
 	}
 	writeJSON(w, http.StatusOK, logPage(h.sim, since))
+}
+
+// queryError is a bad query parameter of GET /v1/sim/trace.
+type queryError struct {
+	Field   string
+	Message string
+}
+
+func (e *queryError) Error() string { return e.Message }
+
+// parseTraceQuery reads GET /v1/sim/trace's since (a Seq, default 0) and
+// limit (at most that many samples, default every one).
+func parseTraceQuery(q url.Values) (since uint64, limit int, err error) {
+	if v := q.Get("since"); v != "" {
+		n, perr := strconv.ParseUint(v, 10, 64)
+		if perr != nil {
+			return 0, 0, &queryError{Field: "since", Message: fmt.Sprintf("since %q is not a sample number: use an integer >= 0, the next of the previous page (0 for the whole trace)", v)}
+		}
+		since = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 {
+			return 0, 0, &queryError{Field: "limit", Message: fmt.Sprintf("limit %q is not a sample count: use an integer >= 1, or omit it for every sample", v)}
+		}
+		limit = n
+	}
+	return since, limit, nil
+}
+
+func (h *httpHandler) motionTrace(w http.ResponseWriter, r *http.Request) {
+	since, limit, err := parseTraceQuery(r.URL.Query())
+	if qe, ok := errors.AsType[*queryError](err); ok {
+		var b errorBody
+		b.Error.Field, b.Error.Message = qe.Field, qe.Message
+		writeJSON(w, http.StatusBadRequest, b)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.sim.TraceLimit(since, limit))
 }

@@ -227,6 +227,7 @@ type Sim struct {
 	jointNames     []string
 	defaultForce   float64
 	graspTol       float64
+	start          time.Time // sim time at New
 	camRange       float64
 	fpLabels       []string
 
@@ -269,13 +270,16 @@ type Sim struct {
 	// the robot obeyed; epochBy the bridge that sent it.
 	epoch   uint64
 	epochBy string
+	// trace is the motion trace (see Trace).
+	trace tracer
 }
 
 // Option changes how New builds a simulator.
 type Option func(*options)
 
 type options struct {
-	epoch time.Time
+	epoch     time.Time
+	traceSize int
 }
 
 // WithEpoch starts sim time at t instead of Epoch. The bridge's default run
@@ -291,7 +295,7 @@ func WithEpoch(t time.Time) Option { return func(o *options) { o.epoch = t } }
 // kinematics cannot handle, duplicate object ids) are errors naming the
 // field.
 func New(cfg *hwconfig.Config, opts ...Option) (*Sim, error) {
-	o := options{epoch: Epoch}
+	o := options{epoch: Epoch, traceSize: DefaultTraceSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -302,7 +306,7 @@ func New(cfg *hwconfig.Config, opts ...Option) (*Sim, error) {
 		return nil, fmt.Errorf("sim: %w; add a sim: section (seed, physics_hz, command_timeout, start, objects)", ErrNoSimConfig)
 	}
 	sc := cfg.Sim
-	s := &Sim{cfg: cfg, now: o.epoch, lastCmd: o.epoch, seen: map[string]struct{}{}}
+	s := &Sim{cfg: cfg, now: o.epoch, start: o.epoch, lastCmd: o.epoch, seen: map[string]struct{}{}}
 	hz := func(field string, v, def float64) (time.Duration, error) {
 		if v == 0 {
 			v = def
@@ -431,6 +435,7 @@ func New(cfg *hwconfig.Config, opts ...Option) (*Sim, error) {
 	// follow on a fixed grid from it.
 	s.nextFrame = o.epoch.Add(s.physicsPeriod)
 	s.moveHeld()
+	s.trace.init(o.traceSize, s)
 	return s, nil
 }
 
@@ -500,6 +505,7 @@ func (s *Sim) stepLocked(d time.Duration) {
 			s.nextFrame = s.nextFrame.Add(s.cameraPeriod)
 		}
 	}
+	s.traceStep()
 }
 
 // watchdog stops the base and holds the arm when a motion is active and no

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -161,6 +162,49 @@ func TestSimRoutes_AFaultInjectedThroughARobotsRouteReachesOnlyThatRobot(t *test
 	require.Equal(t, http.StatusMethodNotAllowed, code)
 	code, _ = do("GET", "/v1/sim/robots/mqtt-sim-1-3/truth", "")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// The motion trace (GET /v1/sim/trace, with its since and limit query)
+// reaches each robot through its route, and the first robot's through
+// /v1/sim/ as well.
+func TestSimRoutes_TraceReachesEachRobotWithItsQuery(t *testing.T) {
+	cfgs, err := simRobots(loadMQTTSim(t), 2, true)
+	require.NoError(t, err)
+	sims := make([]*sim.Sim, len(cfgs))
+	for i, c := range cfgs {
+		sims[i], err = sim.New(c)
+		require.NoError(t, err)
+	}
+	h := newSimRoutes(cfgs, sims, slog.New(slog.DiscardHandler))
+	get := func(path string) (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+		return rec.Code, body
+	}
+	// Given robot 2 moved and robot 1 did not
+	require.NoError(t, sims[1].Command(robot.Command{ID: "go", Kind: robot.CmdMoveBase, Base: &robot.BaseGoal{Target: robot.Pose2D{X: 1}}}))
+	for range 50 {
+		sims[1].Refresh()
+		sims[1].Step(sims[1].PhysicsPeriod())
+	}
+	// When their traces are read through their routes, Then each is its
+	// own robot's, paged by the query
+	code, body := get("/v1/sim/robots/mqtt-sim-1-2/trace?since=1&limit=3")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Len(t, body["samples"], 3)
+	require.InDelta(t, 2, body["samples"].([]any)[0].(map[string]any)["seq"], 0)
+	require.InDelta(t, 4, body["next"], 0)
+	require.Equal(t, true, body["more"])
+	for _, path := range []string{"/v1/sim/robots/mqtt-sim-1-1/trace", "/v1/sim/trace?since=0"} {
+		code, body = get(path)
+		require.Equal(t, http.StatusOK, code, path)
+		require.Empty(t, body["samples"], path)
+	}
+	code, body = get("/v1/sim/robots/mqtt-sim-1-2/trace?limit=0")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "limit", body["error"].(map[string]any)["field"])
 }
 
 // `robot-bridge sim --transport mqtt --share-connection` with a fleet
