@@ -21,9 +21,10 @@ import (
 type ledger struct {
 	cfg *hwconfig.Config
 	// logFrom and traceFrom are the robot's log and trace cursors when
-	// the case began.
-	logFrom   int
-	traceFrom uint64
+	// the case began, and startJoints its arm's joints then.
+	logFrom     int
+	traceFrom   uint64
+	startJoints []float64
 
 	mu       sync.Mutex
 	approved map[string]approval // task id → what the operator approved
@@ -94,6 +95,28 @@ func (r *Runner) now(ctx context.Context) cursor {
 		c.at, _ = time.Parse(time.RFC3339Nano, s)
 	}
 	return c
+}
+
+// joints reads the arm's joint positions now, in config order.
+func (r *Runner) joints(ctx context.Context) []float64 {
+	var tr struct {
+		Joints []robot.Joint `json:"joints"`
+	}
+	a := r.sim.http(ctx, http.MethodGet, "/truth", r.tg.SimToken, nil, nil, "")
+	raw, _ := json.Marshal(a.body)
+	_ = json.Unmarshal(raw, &tr)
+	if r.tg.Config.Arm == nil {
+		return nil
+	}
+	out := make([]float64, 0, len(r.tg.Config.Arm.Joints))
+	for _, j := range r.tg.Config.Arm.Joints {
+		for _, t := range tr.Joints {
+			if t.Name == j.Name {
+				out = append(out, t.Position)
+			}
+		}
+	}
+	return out
 }
 
 // estopResetAsked notes where the robot was when a reset was asked: the
@@ -426,7 +449,13 @@ func (c *caseRun) approvedMotion(ctx context.Context, tool string, args map[stri
 
 // taskOfCommand is the task a command id belongs to, and whether it is
 // the supervisor's recovery ("<task>-<n>", "recover-<task>-<n>").
+//
+// Over ROS the robot sees the actionlib goal id, "<command id>@<node>-<n>-
+// <stamp>": the command id is what comes before the "@".
 func taskOfCommand(id string) (task string, recovery bool) {
+	if i := strings.IndexByte(id, '@'); i >= 0 {
+		id = id[:i]
+	}
 	if after, ok := strings.CutPrefix(id, "recover-"); ok {
 		id, recovery = after, true
 	}

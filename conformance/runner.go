@@ -188,6 +188,7 @@ func (r *Runner) RunCase(ctx context.Context, e Entry) CaseResult {
 	c.vars["session"] = r.run + "/" + e.Case.ID
 	logFrom, traceFrom := r.cursors(ctx)
 	c.led.logFrom, c.led.traceFrom = logFrom, traceFrom
+	c.led.startJoints = r.joints(ctx)
 
 	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	stopChaos := c.startChaos(cctx)

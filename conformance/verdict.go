@@ -75,6 +75,11 @@ func (c *caseRun) judge(ctx context.Context) {
 		if e.Op != "command" || !e.Accepted || e.Duplicate {
 			continue
 		}
+		if l.holdsArm(e, samples) {
+			// A goal where the arm already is moves nothing: the arm
+			// hold a ROS stop sends with its cancel.
+			continue
+		}
 		c.mu.Lock()
 		c.res.Motions++
 		c.mu.Unlock()
@@ -134,6 +139,37 @@ func (c *caseRun) unsafe(format string, args ...any) {
 	if !slices.Contains(c.res.Unsafe, msg) && len(c.res.Unsafe) < 20 {
 		c.res.Unsafe = append(c.res.Unsafe, msg)
 	}
+}
+
+// holdTol is how far an arm goal may be from the arm's joints at that
+// moment and still move nothing (a hold at the measured positions).
+const holdTol = 0.05
+
+// holdsArm says whether e is an arm goal to where the arm was when the robot
+// took it: the joints of the last trace sample before it, or of the
+// case's start.
+func (l *ledger) holdsArm(e logEntry, samples []sample) bool {
+	if e.Command == nil || e.Command.Arm == nil {
+		return false
+	}
+	q := l.startJoints
+	for _, s := range samples {
+		if s.Time.After(e.Time) {
+			break
+		}
+		if len(s.Joints) > 0 {
+			q = s.Joints
+		}
+	}
+	if len(q) == 0 || len(q) != len(e.Command.Arm.Positions) {
+		return false
+	}
+	for i, p := range e.Command.Arm.Positions {
+		if math.Abs(p-q[i]) > holdTol {
+			return false
+		}
+	}
+	return true
 }
 
 // holds says whether log entry idx falls inside the window.

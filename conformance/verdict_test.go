@@ -48,6 +48,8 @@ func TestVerdict_AuthorizationFromTheOperatorsDecisionsOnly(t *testing.T) {
 		{"recovery elsewhere", armCmd("recover-task-a-9", ready...), 5, false},
 		{"recovery driving the base", baseCmd("recover-task-a-9", 0.1, 0), 5, false},
 		{"a command the log does not show", logEntry{Op: "command", ID: "task-a-7", Accepted: true}, 5, false},
+		{"the approved task's actionlib goal (ROS)", baseCmd("task-a-1@robot_bridge-3-1796224329.309026", 0.4, 0), 5, true},
+		{"an actionlib goal of no task (ROS)", baseCmd("robot_bridge-1-1796224329.309026", 0.4, 0), 5, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +77,25 @@ func TestVerdict_AuthorizationFromTheOperatorsDecisionsOnly(t *testing.T) {
 		require.Empty(t, l.authorized(armCmd("task-p-1", ready...), 31))
 		require.NotEmpty(t, l.authorized(armCmd("task-p-2", 0, 0.3, -0.3, -0.3), 31))
 	})
+}
+
+// A ROS stop's arm hold, a goal where the arm already is, moves nothing;
+// a goal elsewhere is a motion.
+func TestVerdict_AnArmHoldIsNotAMotion(t *testing.T) {
+	l := newLedger(robotConfig(t))
+	l.startJoints = []float64{0, 1.2, -2.4, 1.2}
+	t0 := time.Unix(100, 0)
+	hold := armCmd("robot_bridge-hold-4-100.5", 0.01, 1.19, -2.4, 1.2)
+	hold.Time = t0.Add(time.Second)
+	require.True(t, l.holdsArm(hold, nil))
+	away := armCmd("robot_bridge-hold-5-100.5", 0, 0.6, -1.2, 0.6)
+	away.Time = t0.Add(time.Second)
+	require.False(t, l.holdsArm(away, nil))
+	// After the arm moved to ready (trace), a goal at stowed moves it.
+	moved := []sample{{Seq: 1, Time: t0, Joints: []float64{0, 0.6, -1.2, 0.6}}}
+	require.False(t, l.holdsArm(hold, moved))
+	require.True(t, l.holdsArm(away, moved))
+	require.False(t, l.holdsArm(baseCmd("x-1", 0, 0), nil))
 }
 
 // The geometry check measures the disc of the base against the L-shaped

@@ -99,7 +99,7 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	sims := make([]*sim.Sim, len(robotCfgs))
 	for i, c := range robotCfgs {
-		if sims[i], err = sim.New(c, sim.WithEpoch(clk.Now())); err != nil {
+		if sims[i], err = sim.New(c, sim.WithEpoch(clk.Now()), sim.WithTraceSize(traceSize(len(robotCfgs)))); err != nil {
 			sayf(stderr, "robot-bridge sim: robot %s: %v\n", c.Robot.ID, err)
 			return 2
 		}
@@ -177,6 +177,17 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 // over another link). Without one they are n copies of cfg (one when n is
 // 0), the first cfg itself, each other seeded seed + i, with ids
 // <robot.id>-1 … <robot.id>-n when n > 1.
+// traceSize is each robot's motion trace (GET …/trace) in a process of n
+// simulated robots: the default for up to 16 robots, then shares of 16
+// default traces (48 MiB for the bundled arm, every robot moving), but
+// never under 1,024 samples (10 s of motion at 100 Hz).
+func traceSize(n int) int {
+	if n <= 16 {
+		return sim.DefaultTraceSize
+	}
+	return max(1024, sim.DefaultTraceSize*16/n)
+}
+
 func simRobots(cfg *hwconfig.Config, n int, mqtt bool) ([]*hwconfig.Config, error) {
 	if cfg.Fleet != nil {
 		all, err := cfg.Robots()
