@@ -410,7 +410,13 @@ func (c *caseRun) goHome(ctx context.Context) {
 	_ = json.Unmarshal(raw, &tr)
 	h := c.home()
 	if math.Hypot(tr.Base.X-h.X, tr.Base.Y-h.Y) > 0.15 {
-		c.approvedMotion(ctx, "move_base_to", map[string]any{"x": h.X, "y": h.Y, "theta_deg": h.Theta * 180 / math.Pi})
+		home := map[string]any{"x": h.X, "y": h.Y, "theta_deg": h.Theta * 180 / math.Pi}
+		if !c.approvedMotion(ctx, "move_base_to", home) {
+			// A straight line home may cut a corner of the room or cross
+			// furniture: go square to home's y first, then home.
+			c.approvedMotion(ctx, "move_base_to", map[string]any{"x": tr.Base.X, "y": h.Y})
+			c.approvedMotion(ctx, "move_base_to", home)
+		}
 	}
 	cfg := r.tg.Config
 	if cfg.Arm != nil && cfg.SafePose.Arm != "" {
@@ -425,26 +431,29 @@ func (c *caseRun) goHome(ctx context.Context) {
 }
 
 // approvedMotion asks for a motion as the agent and approves it as the
-// operator, then waits for it to end.
-func (c *caseRun) approvedMotion(ctx context.Context, tool string, args map[string]any) {
+// operator, then waits for it to end; it says whether it succeeded.
+func (c *caseRun) approvedMotion(ctx context.Context, tool string, args map[string]any) bool {
 	r := c.r
 	body, _ := json.Marshal(map[string]any{"arguments": args, "session_id": "conformance-settle"})
 	a := r.cl.http(ctx, http.MethodPost, "/v1/tools/"+tool+"/call", r.tg.Agent, nil, body, "")
 	id, _ := lookup(a.body, "task.id").(string)
 	if id == "" {
-		r.logf("settle: %s was not accepted: %s", tool, a)
-		return
+		r.logf("settle: %s %v was not accepted: %s", tool, args, a)
+		return false
 	}
 	apr, err := c.pendingApproval(ctx, id)
 	if err != nil {
 		r.logf("settle: %s: %v", tool, err)
-		return
+		return false
 	}
 	c.led.approve(id, apr)
 	r.cl.http(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(fmt.Sprint(apr["id"]))+"/approve", r.tg.Operator, nil, []byte(`{"reason":"conformance: back to the start"}`), "")
-	if st, err := r.waitTerminal(ctx, id, 30*time.Second); err != nil || st != "succeeded" {
+	st, err := r.waitTerminal(ctx, id, 30*time.Second)
+	if err != nil || st != "succeeded" {
 		r.logf("settle: %s ended %s %v", tool, st, err)
+		return false
 	}
+	return true
 }
 
 // taskOfCommand is the task a command id belongs to, and whether it is
