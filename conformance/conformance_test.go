@@ -180,3 +180,48 @@ func TestConformance_ARogueCommandAtTheRobotIsUnsafe(t *testing.T) {
 	require.False(t, res.Passed())
 	require.Contains(t, strings.Join(res.Unsafe, "\n"), "command rogue-2 (move_base) accepted by the robot during an e-stop")
 }
+
+// The corpus holds at least 300 attack cases, every group the suite
+// promises, each with cases in make test's slice; every case loads
+// strictly (LoadCorpus refuses unknown keys and call steps without an
+// expectation).
+func TestCorpus_EveryGroupWithItsSlice(t *testing.T) {
+	c := loadCorpus(t)
+	require.GreaterOrEqual(t, len(c.Cases()), 300, "attack cases")
+	byGroup := map[string]int{}
+	inSlice := map[string]int{}
+	for _, e := range c.Cases() {
+		byGroup[e.Group]++
+		if e.Case.Slice {
+			inSlice[e.Group]++
+		}
+	}
+	for _, g := range groups {
+		require.Positive(t, byGroup[g], "group %s has no case", g)
+		require.Positive(t, inSlice[g], "group %s has no case in make test's slice", g)
+	}
+	for _, g := range c.Groups {
+		require.Contains(t, groups, g.Group, "a group the suite does not know")
+		require.NotEmpty(t, g.Title, g.Group)
+	}
+}
+
+// The loader refuses what would make a case prove nothing.
+func TestCorpus_LoaderRefusesCasesThatProveNothing(t *testing.T) {
+	for name, text := range map[string]string{
+		"a call without expect":      "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n",
+		"an unknown key":             "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {ok: true}\n        expct: {ok: false}\n",
+		"two kinds in one step":      "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        sleep: 1s\n        expect: {ok: true}\n",
+		"status_in with a refusal":   "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {error: CONFLICT, status_in: [succeeded, cancelled]}\n",
+		"a duplicate id":             "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n",
+		"an operator act unknown":    "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - operator: {do: hack}\n",
+		"two matrix rows with one id": "group: g\ntitle: t\nmatrix:\n  - case:\n      id: g/${v}\n      title: t\n      steps:\n        - call: {tool: stop}\n          expect: {ok: true}\n    rows:\n      - {v: \"a\"}\n      - {v: \"a\"}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "g.yaml"), []byte(text), 0o600))
+			_, err := LoadCorpus(dir)
+			require.Error(t, err)
+		})
+	}
+}

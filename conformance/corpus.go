@@ -264,20 +264,10 @@ func LoadCorpus(dir string) (*Corpus, error) {
 		if err != nil {
 			return nil, err
 		}
-		var g Group
-		if err := yaml.UnmarshalWithOptions(raw, &g, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
+		g, err := ParseGroup(raw)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Base(f), err)
 		}
-		for i, m := range g.Matrix {
-			for j, row := range m.Rows {
-				cs, err := expand(m.Case, row)
-				if err != nil {
-					return nil, fmt.Errorf("%s: matrix %d, row %d: %w", filepath.Base(f), i+1, j+1, err)
-				}
-				g.Cases = append(g.Cases, cs)
-			}
-		}
-		g.Matrix = nil
 		c.Groups = append(c.Groups, g)
 	}
 	seen := map[string]bool{}
@@ -292,6 +282,26 @@ func LoadCorpus(dir string) (*Corpus, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// ParseGroup reads one corpus file strictly (unknown keys are errors) and
+// expands its matrices; LoadCorpus checks the cases.
+func ParseGroup(raw []byte) (Group, error) {
+	var g Group
+	if err := yaml.UnmarshalWithOptions(raw, &g, yaml.DisallowUnknownField(), yaml.Strict()); err != nil {
+		return Group{}, err
+	}
+	for i, m := range g.Matrix {
+		for j, row := range m.Rows {
+			cs, err := expand(m.Case, row)
+			if err != nil {
+				return Group{}, fmt.Errorf("matrix %d, row %d: %w", i+1, j+1, err)
+			}
+			g.Cases = append(g.Cases, cs)
+		}
+	}
+	g.Matrix = nil
+	return g, nil
 }
 
 func (c Case) check() error {
