@@ -465,6 +465,24 @@ func TestApprovalRequestFailureIsUnavailable(t *testing.T) {
 	require.False(t, ok, "the failed task is not left live")
 }
 
+// Regression (found by the conformance suite): an e-stop pressed while
+// the approval request was being filed made the approval service refuse
+// it, and the agent was told UNAVAILABLE, retry in a second, though the
+// message said the e-stop was latched.
+func TestApprovalRequestRefusedByALatchThatEngagedMeanwhileIsTheLatch(t *testing.T) {
+	b := newBench(t, benchOpt{})
+	b.appr.RequestFunc = func(actions.ApprovalRequest) error {
+		require.NoError(t, b.sup.EStop(context.Background(), "operator", "pressed while filing"))
+		return errors.New("the e-stop is latched")
+	}
+	_, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
+	te := toolerr.As(err)
+	require.Equal(t, toolerr.EStopActive, te.Type, "%v", te)
+	require.False(t, te.Retryable())
+	_, ok := b.run.Active()
+	require.False(t, ok, "the refused task is not left live")
+}
+
 func TestNewRunner_ValidatesConf(t *testing.T) {
 	_, err := actions.NewRunner(actions.RunnerConf{})
 	require.ErrorContains(t, err, "Config")

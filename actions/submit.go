@@ -160,6 +160,12 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {
+		// A latch that engaged while the request was filed is why the
+		// approval service refused it: say so (ESTOP_ACTIVE, not
+		// retryable), not "could not be filed, retry in a second".
+		if lerr := r.refuseLatchedSince(t, gen); lerr != nil {
+			return TaskView{}, lerr
+		}
 		te := toolerr.New(toolerr.Unavailable, "The approval request for %s could not be filed: %s; nothing moved.", req.Tool, toolerr.Clause(toolerr.As(err).Message)).Wrap(err)
 		te.RetryAfter = time.Second
 		_ = r.fire(t, fsm.EvReject, trOpts{by: "approval", reason: err.Error(), mutate: func(t *task) {
