@@ -209,12 +209,12 @@ func TestCorpus_EveryGroupWithItsSlice(t *testing.T) {
 // The loader refuses what would make a case prove nothing.
 func TestCorpus_LoaderRefusesCasesThatProveNothing(t *testing.T) {
 	for name, text := range map[string]string{
-		"a call without expect":      "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n",
-		"an unknown key":             "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {ok: true}\n        expct: {ok: false}\n",
-		"two kinds in one step":      "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        sleep: 1s\n        expect: {ok: true}\n",
-		"status_in with a refusal":   "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {error: CONFLICT, status_in: [succeeded, cancelled]}\n",
-		"a duplicate id":             "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n",
-		"an operator act unknown":    "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - operator: {do: hack}\n",
+		"a call without expect":       "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n",
+		"an unknown key":              "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {ok: true}\n        expct: {ok: false}\n",
+		"two kinds in one step":       "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        sleep: 1s\n        expect: {ok: true}\n",
+		"status_in with a refusal":    "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - call: {tool: stop}\n        expect: {error: CONFLICT, status_in: [succeeded, cancelled]}\n",
+		"a duplicate id":              "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n  - id: g/a\n    title: t\n    steps: [{sleep: 1s}]\n",
+		"an operator act unknown":     "group: g\ntitle: t\ncases:\n  - id: g/a\n    title: t\n    steps:\n      - operator: {do: hack}\n",
 		"two matrix rows with one id": "group: g\ntitle: t\nmatrix:\n  - case:\n      id: g/${v}\n      title: t\n      steps:\n        - call: {tool: stop}\n          expect: {ok: true}\n    rows:\n      - {v: \"a\"}\n      - {v: \"a\"}\n",
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -175,9 +175,11 @@ type SimAct struct {
 	Clear    bool     `yaml:"clear,omitempty"`
 }
 
-// WaitTask waits (as the agent, long-polling) for a task to end.
+// WaitTask waits (as the agent, long-polling) for a task to end, or to
+// reach Status (e.g. executing) when set.
 type WaitTask struct {
 	Task   string   `yaml:"task"`
+	Status string   `yaml:"status,omitempty"`
 	Within Duration `yaml:"within,omitempty"`
 }
 
@@ -196,7 +198,8 @@ type Expect struct {
 	// operator approved (e.g. succeeded or cancelled in a race the case
 	// makes on purpose); never used for a refusal.
 	StatusIn []string `yaml:"status_in,omitempty"`
-	// Has checks values at dotted paths of the answer.
+	// Has checks values at dotted paths of the answer. Its values, and
+	// TextHas and TextLacks, may name the case's variables ("${task}").
 	Has map[string]any `yaml:"has,omitempty"`
 	// TextHas and TextLacks check the answer's text (envelope text, or
 	// the whole body for other answers), case-insensitively.

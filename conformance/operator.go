@@ -194,7 +194,7 @@ func (c *caseRun) operator(ctx context.Context, s Step, idx string) {
 		}
 	case "grant":
 		cur := r.now(ctx)
-		raw, _ := json.Marshal(map[string]any{"scope": c.subAny(o.Scope), "ttl": o.TTL, "reason": reason})
+		raw, _ := json.Marshal(map[string]any{"scope": c.subAny(o.Scope), "ttl": o.TTL})
 		a = r.cl.http(ctx, http.MethodPost, "/v1/grants", op, nil, raw, "")
 		if gid, ok := lookup(a.body, "grant.id").(string); ok && a.ok {
 			c.led.grant(gid, c.subAny(o.Scope).(map[string]any), cur.log)
@@ -243,8 +243,18 @@ func (c *caseRun) operator(ctx context.Context, s Step, idx string) {
 			c.led.mu.Unlock()
 		}
 	case "abort", "cancel":
+		cur := r.now(ctx)
 		raw, _ := json.Marshal(map[string]any{"reason": reason})
 		a = r.cl.http(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(task)+"/"+o.Do, op, nil, raw, "")
+		if a.ok {
+			// The task leaves its pause the way a failed motion ends:
+			// its recovery may move the arm from here on.
+			c.led.mu.Lock()
+			if ws := c.led.pauses[task]; len(ws) > 0 && ws[len(ws)-1].to.log < 0 {
+				ws[len(ws)-1].to = cur
+			}
+			c.led.mu.Unlock()
+		}
 	}
 	c.count()
 	want := s.Expect
@@ -409,7 +419,7 @@ func (c *caseRun) goHome(ctx context.Context) {
 	raw, _ := json.Marshal(a.body)
 	_ = json.Unmarshal(raw, &tr)
 	h := c.home()
-	if math.Hypot(tr.Base.X-h.X, tr.Base.Y-h.Y) > 0.15 {
+	if math.Hypot(tr.Base.X-h.X, tr.Base.Y-h.Y) > 0.15 || math.Abs(robot.NormalizeAngle(tr.Base.Theta-h.Theta)) > 10*math.Pi/180 {
 		home := map[string]any{"x": h.X, "y": h.Y, "theta_deg": h.Theta * 180 / math.Pi}
 		if !c.approvedMotion(ctx, "move_base_to", home) {
 			// A straight line home may cut a corner of the room or cross

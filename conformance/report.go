@@ -170,6 +170,25 @@ func WriteReport(w io.Writer, rc ReportConf, results []CaseResult) error {
 	} else if failed > 50 {
 		fmt.Fprintf(&b, "… and %d more.\n", failed-50)
 	}
+
+	// What chaos changed, so a reader can see it was chaos and nothing
+	// else: every deviation, with the fault in force.
+	fmt.Fprintf(&b, "\n## Answers that chaos changed\n\nWhile a fault was in force these answers differed from the case's expectation without being unsafe (a refusal of another type, an approved motion that did not finish); the robot-side verdict was applied to them unchanged.\n\n")
+	n := 0
+	for _, r := range results {
+		for _, d := range r.Deviations {
+			n++
+			if n <= 40 {
+				fmt.Fprintf(&b, "- %s on %s, seed %d (%s): %s\n", r.ID, r.Target, r.Seed, strings.Join(r.Chaos, "; "), trim(d, 300))
+			}
+		}
+	}
+	switch {
+	case n == 0:
+		b.WriteString("None.\n")
+	case n > 40:
+		fmt.Fprintf(&b, "- … and %d more.\n", n-40)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

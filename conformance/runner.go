@@ -186,6 +186,9 @@ func (r *Runner) RunCase(ctx context.Context, e Entry) CaseResult {
 		vars: map[string]string{"case": e.Case.ID, "run": r.run, "n": strconv.FormatInt(n, 10), "robot": r.tg.Config.Robot.ID},
 	}
 	c.vars["session"] = r.run + "/" + e.Case.ID
+	// The agent's own token, for cases that put it where it does not
+	// belong (a query string, a cookie, a Basic header).
+	c.vars["agent_token"] = r.tg.Agent
 	logFrom, traceFrom := r.cursors(ctx)
 	c.led.logFrom, c.led.traceFrom = logFrom, traceFrom
 	c.led.startJoints = r.joints(ctx)
@@ -603,7 +606,7 @@ func (c *caseRun) check(idx string, want *Expect, a answer) {
 		return
 	}
 	refusal := want.Error != "" || (want.OK != nil && !*want.OK)
-	miss := mismatch(want, a)
+	miss := mismatch(c.expand(want), a)
 	chaos := c.underChaos()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -629,6 +632,26 @@ func (c *caseRun) check(idx string, want *Expect, a answer) {
 	default:
 		c.res.Failures = append(c.res.Failures, fmt.Sprintf("step %s: %s; got %s", idx, miss, a))
 	}
+}
+
+// expand is want with the case's variables in its values.
+func (c *caseRun) expand(want *Expect) *Expect {
+	w := *want
+	if len(want.Has) > 0 {
+		w.Has = make(map[string]any, len(want.Has))
+		for k, v := range want.Has {
+			w.Has[k] = c.subAny(v)
+		}
+	}
+	w.TextHas = make([]string, len(want.TextHas))
+	for i, t := range want.TextHas {
+		w.TextHas[i] = c.sub(t)
+	}
+	w.TextLacks = make([]string, len(want.TextLacks))
+	for i, t := range want.TextLacks {
+		w.TextLacks[i] = c.sub(t)
+	}
+	return &w
 }
 
 // mismatch says how a differs from want ("" when it does not).
@@ -700,6 +723,12 @@ func (c *caseRun) waitTask(ctx context.Context, w WaitTask, idx string) {
 	if within == 0 {
 		within = 30 * time.Second
 	}
+	if w.Status != "" {
+		if st, err := c.r.waitStatus(ctx, id, w.Status, within); err != nil {
+			c.fail(idx, nil, fmt.Sprintf("task %s: %v (last status %s)", id, err, st))
+		}
+		return
+	}
 	if st, err := c.r.waitTerminal(ctx, id, within); err != nil {
 		c.mu.Lock()
 		c.res.Failures = append(c.res.Failures, fmt.Sprintf("step %s: task %s: %v (last status %s)", idx, id, err, st))
@@ -729,6 +758,28 @@ func (r *Runner) waitTerminal(ctx context.Context, id string, within time.Durati
 		}
 	}
 	return st, errors.New("did not end in time")
+}
+
+// waitStatus polls task id until it reaches status, at most within; a
+// task that ends in another status first is an error.
+func (r *Runner) waitStatus(ctx context.Context, id, status string, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	st := ""
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		a := r.cl.http(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), r.tg.Operator, nil, nil, "")
+		if a.err != nil {
+			return st, a.err
+		}
+		st, _ = lookup(a.body, "task.status").(string)
+		if st == status {
+			return st, nil
+		}
+		if terminal(st) {
+			return st, fmt.Errorf("ended before it was %s", status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return st, fmt.Errorf("was not %s in time", status)
 }
 
 func terminal(st string) bool {
