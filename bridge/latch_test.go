@@ -2,11 +2,13 @@ package bridge
 
 import (
 	"database/sql"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
@@ -101,6 +103,23 @@ func TestEStop_AnsweredOnlyOnceItsLatchIsOnTheDisk(t *testing.T) {
 			require.False(t, active, "the reset was answered before it was recorded")
 		})
 	}
+}
+
+// Regression (found by the conformance suite): an e-stop's reason reached
+// the console, the audit and /v1/safety with the caller's bidi override
+// and control characters in it. It is pressed whatever the reason holds,
+// and the operator reads the reason cleaned.
+func TestEStop_AReasonWithBidiAndControlCharactersIsReadClean(t *testing.T) {
+	h := startHarness(t, nil)
+	code, body := h.do("POST", "/v1/estop", h.agent, map[string]any{"reason": "smoke\u202e\u0007 in\n the\u200b aisle " + strings.Repeat("x", 300)})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	_, body = h.do("GET", "/v1/safety", h.operator, nil)
+	reason := fmt.Sprint(body["status"].(map[string]any)["estop"].(map[string]any)["reason"])
+	require.True(t, strings.HasPrefix(reason, "smoke in the aisle xxx"), "%q", reason)
+	require.NotContains(t, reason, "\u202e")
+	require.NotContains(t, reason, "\u0007")
+	require.LessOrEqual(t, utf8.RuneCountInString(reason), maxReasonLen)
+	require.True(t, strings.HasSuffix(reason, "…"))
 }
 
 func TestEStop_ALatchTheStoreCannotWriteIsNeverAnsweredOK(t *testing.T) {

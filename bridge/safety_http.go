@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
 	"github.com/robot-bridge/robot-bridge/store"
@@ -17,6 +18,9 @@ import (
 
 // maxReasonBody bounds the body of the e-stop routes.
 const maxReasonBody = 4 << 10
+
+// maxReasonLen is how many characters of a reason are kept.
+const maxReasonLen = 200
 
 // reasonBody is the optional body of the e-stop and fault routes.
 type reasonBody struct {
@@ -46,7 +50,10 @@ func decodeReason(r *http.Request) (reasonBody, error) {
 	if err := dec.Decode(&body); err != nil {
 		return reasonBody{}, fmt.Errorf("body must be {\"reason\": \"...\", \"robot_id\": \"...\"}: %w", err)
 	}
-	body.Reason = strings.TrimSpace(body.Reason)
+	// The reason reaches the operator (console, audit, /v1/safety) as
+	// text to read: no bidi override or control character of the
+	// caller's survives into it.
+	body.Reason = escalation.CleanText(body.Reason, maxReasonLen)
 	body.RobotID = strings.TrimSpace(body.RobotID)
 	return body, nil
 }

@@ -141,6 +141,33 @@ func NormalizeText(field, s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", &TextError{Field: field, Reason: "is not valid UTF-8"}
 	}
+	out := collapse(s)
+	if out == "" {
+		return "", &TextError{Field: field, Reason: "is empty (after control characters and spaces were removed); say in words what you need"}
+	}
+	if n := utf8.RuneCountInString(out); n > MaxTextLen {
+		return "", &TextError{Field: field, Reason: fmt.Sprintf("has %d characters, more than the %d allowed", n, MaxTextLen)}
+	}
+	return out, nil
+}
+
+// CleanText is free text from outside (an e-stop's reason, a stop's) as
+// an operator may read it, never refused: control and format characters
+// (bidi overrides, zero-width characters) removed, a line break or tab a
+// space, runs of spaces collapsed, trimmed, invalid UTF-8 replaced, and
+// at most max characters, the last of them "…" when it was cut.
+func CleanText(s string, max int) string {
+	out := collapse(strings.ToValidUTF8(s, "\uFFFD"))
+	if max > 0 && utf8.RuneCountInString(out) > max {
+		r := []rune(out)
+		out = strings.TrimSpace(string(r[:max-1])) + "…"
+	}
+	return out
+}
+
+// collapse drops control and format characters (a line break or tab
+// becomes a space), collapses runs of spaces and trims.
+func collapse(s string) string {
 	var b strings.Builder
 	space := false
 	for _, r := range s {
@@ -160,14 +187,7 @@ func NormalizeText(field, s string) (string, error) {
 		space = false
 		b.WriteRune(r)
 	}
-	out := b.String()
-	if out == "" {
-		return "", &TextError{Field: field, Reason: "is empty (after control characters and spaces were removed); say in words what you need"}
-	}
-	if n := utf8.RuneCountInString(out); n > MaxTextLen {
-		return "", &TextError{Field: field, Reason: fmt.Sprintf("has %d characters, more than the %d allowed", n, MaxTextLen)}
-	}
-	return out, nil
+	return b.String()
 }
 
 // Conf configures a Service.
