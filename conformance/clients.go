@@ -160,8 +160,20 @@ func (c *clients) http(ctx context.Context, method, path, token string, headers 
 	if t, is := m["text"].(string); is {
 		a.text = t
 	}
+	a.text = withErrorMessage(a.text, m)
 	a.setCookies = resp.Cookies()
 	return a
+}
+
+// withErrorMessage adds the refusal's message and suggestion to the
+// text an expectation reads, when they are not in it already.
+func withErrorMessage(text string, m map[string]any) string {
+	for _, k := range []string{"error.message", "error.suggestion"} {
+		if msg, ok := lookup(m, k).(string); ok && msg != "" && !strings.Contains(text, msg) {
+			text += " " + msg
+		}
+	}
+	return text
 }
 
 // httpStatusType names a refusal that carried no error body by its
@@ -279,6 +291,7 @@ func (c *clients) rpc(ctx context.Context, method, token string, grpc bool, body
 		m = env
 		a.ok, _ = m["ok"].(bool)
 		a.text, _ = m["text"].(string)
+		a.text = withErrorMessage(a.text, m)
 		if !a.ok {
 			a.errType = strings.TrimPrefix(fmt.Sprint(lookup(m, "error.type")), "ERROR_TYPE_")
 		}
@@ -375,6 +388,7 @@ func (s *mcpSession) call(ctx context.Context, tool string, args map[string]any)
 	a.body = m
 	a.ok, _ = m["ok"].(bool)
 	a.text, _ = m["text"].(string)
+	a.text = withErrorMessage(a.text, m)
 	if !a.ok {
 		a.errType, _ = lookup(m, "error.type").(string)
 		if m == nil {

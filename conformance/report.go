@@ -120,6 +120,19 @@ func WriteReport(w io.Writer, rc ReportConf, results []CaseResult) error {
 		b.WriteString("\n")
 	}
 
+	slow := slices.Clone(results)
+	slices.SortFunc(slow, func(a, b CaseResult) int { return int(b.Duration - a.Duration) })
+	if len(slow) > 10 {
+		slow = slow[:10]
+	}
+	if len(slow) > 0 {
+		fmt.Fprintf(&b, "## Slowest case runs\n\n| case | target | seed | time |\n|---|---|---|---|\n")
+		for _, r := range slow {
+			fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", r.ID, r.Target, r.Seed, r.Duration.Round(time.Millisecond))
+		}
+		b.WriteString("\n")
+	}
+
 	chaos := map[string]int{}
 	for _, r := range results {
 		for _, c := range r.Chaos {
@@ -149,7 +162,7 @@ func WriteReport(w io.Writer, rc ReportConf, results []CaseResult) error {
 		if failed > 50 {
 			continue
 		}
-		fmt.Fprintf(&b, "### %s on %s, seed %d\n\n%s\n\n", r.ID, r.Target, r.Seed, r.Title)
+		fmt.Fprintf(&b, "### %s on %s, seed %d\n\n%s (%s)\n\n", r.ID, r.Target, r.Seed, r.Title, r.Duration.Round(time.Millisecond))
 		fmt.Fprintf(&b, "Replay: `ROBOT_BRIDGE_CONFORMANCE_CASE=%s ROBOT_BRIDGE_CONFORMANCE_SEEDS=%d ROBOT_BRIDGE_CONFORMANCE_TARGETS=%s make conformance`\n\n", r.ID, r.Seed, r.Target)
 		for _, u := range r.Unsafe {
 			fmt.Fprintf(&b, "- **unsafe**: %s\n", u)

@@ -449,6 +449,7 @@ func toolMessage(a answer) answer {
 	a.via, a.body = "tool_calls", env
 	a.ok, _ = env["ok"].(bool)
 	a.text, _ = env["text"].(string)
+	a.text = withErrorMessage(a.text, env)
 	if !a.ok {
 		a.errType, _ = lookup(env, "error.type").(string)
 	}
@@ -719,6 +720,12 @@ func (c *caseRun) simAct(ctx context.Context, s SimAct, idx string) {
 // waitTask waits (as the agent) until task ends.
 func (c *caseRun) waitTask(ctx context.Context, w WaitTask, idx string) {
 	id := c.sub(w.Task)
+	if strings.Contains(id, "${") {
+		// The step that should have named the task was refused (under
+		// chaos): there is nothing to wait for.
+		c.fail(idx, nil, fmt.Sprintf("wait_task: %s names no task", w.Task))
+		return
+	}
 	within := time.Duration(w.Within)
 	if within == 0 {
 		within = 30 * time.Second
@@ -730,9 +737,7 @@ func (c *caseRun) waitTask(ctx context.Context, w WaitTask, idx string) {
 		return
 	}
 	if st, err := c.r.waitTerminal(ctx, id, within); err != nil {
-		c.mu.Lock()
-		c.res.Failures = append(c.res.Failures, fmt.Sprintf("step %s: task %s: %v (last status %s)", idx, id, err, st))
-		c.mu.Unlock()
+		c.fail(idx, nil, fmt.Sprintf("task %s: %v (last status %s)", id, err, st))
 	}
 }
 
