@@ -368,12 +368,15 @@ func (n *Node) connect() (*session, error) {
 		}
 	}
 	if n.cfg.HasCamera() && t.detections != "" {
-		if s.dets, err = pub(t.detections, &vision_msgs.Detection2DArray{}); err != nil {
-			return fail("advertise "+t.detections, err)
-		}
+		// The class names first: a bridge reads them when it finds the
+		// detections topic, and one that found the topic before them
+		// would name every object class_<id> for its whole session.
 		pc := apiparam.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})
 		if err := pc.SetParamString(t.labels, labelsParam(n.labels)); err != nil {
 			return fail("set "+t.labels, err)
+		}
+		if s.dets, err = pub(t.detections, &vision_msgs.Detection2DArray{}); err != nil {
+			return fail("advertise "+t.detections, err)
 		}
 	}
 	sub := func(topic string, cb any) error {
