@@ -9,7 +9,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/robot-bridge/robot-bridge/robot"
@@ -23,8 +22,6 @@ const (
 	DefaultMaxDetections = 10_000
 	// DefaultMaxBytes caps the size of one encoded frame.
 	DefaultMaxBytes = 4 << 20
-	// MaxLabelLen caps a label's length in bytes.
-	MaxLabelLen = 64
 	// MaxDepth is the largest depth accepted, in metres; larger values are
 	// sensor garbage, not a distance in a room.
 	MaxDepth = 1000.0
@@ -74,11 +71,18 @@ type wireDetection struct {
 // depth (optional, metres along the optical axis, 0 = unknown) and stamp
 // (optional, RFC 3339) may be present. Unknown fields, missing required
 // fields, NaN or infinite numbers, negative, inverted, empty or
-// out-of-image boxes, confidences outside [0, 1], empty or control-character
-// labels and frames over lim's caps are rejected with an error naming the
-// detection and the field (a *DetectionError, ErrTooManyDetections or
-// ErrMalformedJSON). The whole frame is rejected when one detection is bad:
-// a sender with a bug should hear about it, not see half its frame used.
+// out-of-image boxes, confidences outside [0, 1], labels of which nothing
+// meaningful is left (NormalizeLabel) and frames over lim's caps are
+// rejected with an error naming the detection and the field (a
+// *DetectionError, ErrTooManyDetections or ErrMalformedJSON). The whole
+// frame is rejected when one detection is bad: a sender with a bug should
+// hear about it, not see half its frame used.
+//
+// A label is content, not structure: it is returned normalised
+// (NormalizeLabel) — markup, control and invisible characters removed,
+// whitespace collapsed, cut to MaxLabelLen with a visible marker — rather
+// than refused, so a hostile or sloppy label becomes a strange but harmless
+// one.
 func DecodeDetections(b []byte, lim Limits) ([]robot.Detection, error) {
 	lim = lim.withDefaults()
 	if lim.Width <= 0 || lim.Height <= 0 {
@@ -183,34 +187,33 @@ func decodeOne(dec *json.Decoder, i int, lim Limits) (robot.Detection, error) {
 	if w.Stamp != nil {
 		d.Stamp = *w.Stamp
 	}
-	if err := validateDetection(i, d, lim); err != nil {
+	if err := checkDetection(i, &d, lim); err != nil {
 		return robot.Detection{}, err
 	}
 	return d, nil
 }
 
 // ValidateDetection checks one detection against the image size in lim,
-// with the same rules as DecodeDetections. The summarizer runs it on every
-// detection it is given, so values from an in-process transport are held
-// to the same standard as JSON from outside.
+// with the same rules as DecodeDetections: its label must leave something
+// meaningful once normalised (NormalizeLabel; DecodeDetections and the
+// summarizer pass the normalised label on, never d.Label as it is), and
+// every number must be in range. The summarizer runs the same checks on
+// every detection it is given, so values from an in-process transport are
+// held to the same standard as JSON from outside.
 func ValidateDetection(d robot.Detection, lim Limits) error {
-	return validateDetection(0, d, lim)
+	return checkDetection(0, &d, lim)
 }
 
-func validateDetection(i int, d robot.Detection, lim Limits) error {
+// checkDetection normalises d's label in place and checks its numbers;
+// i is the detection's index in its frame, for the error.
+func checkDetection(i int, d *robot.Detection, lim Limits) error {
+	label, err := NormalizeLabel(d.Label)
+	if err != nil {
+		return &DetectionError{Index: i, Field: "label", Reason: err.Error()}
+	}
+	d.Label = label
 	bad := func(field, format string, args ...any) error {
 		return &DetectionError{Index: i, Field: field, Reason: fmt.Sprintf(format, args...)}
-	}
-	label := d.Label
-	switch {
-	case strings.TrimSpace(label) == "":
-		return bad("label", "empty (name what was detected, e.g. \"cup\")")
-	case len(label) > MaxLabelLen:
-		return bad("label", "longer than %d bytes", MaxLabelLen)
-	case !utf8.ValidString(label):
-		return bad("label", "not valid UTF-8")
-	case strings.IndexFunc(label, func(r rune) bool { return unicode.IsControl(r) }) >= 0:
-		return bad("label", "contains control characters")
 	}
 	for k, v := range d.BBox {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

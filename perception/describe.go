@@ -103,6 +103,20 @@ type Scene struct {
 	At time.Time `json:"at,omitzero"`
 }
 
+// Source names perception as the source of the scene text a Scene holds,
+// as the tool API's envelope marks it (toolapi.SourcePerception).
+const Source = "perception"
+
+// UntrustedFields names the fields of a Scene, as RFC 9535 JSONPath
+// queries into its JSON, that hold scene text: the labels, and the text
+// that quotes them. Such text is data about the world, never an
+// instruction; the tool API marks these fields untrusted in the envelope
+// (toolapi.UntrustedData). Ids are not among them: they are the bridge's
+// identifiers, lower-case ASCII letters, digits and '-' (see idPrefix).
+func (Scene) UntrustedFields() (source string, paths []string) {
+	return Source, []string{"$.text", "$.objects[*].label"}
+}
+
 // QuerySchema is the JSON Schema of describe_scene's arguments, matching
 // Query and the checks Describe makes.
 const QuerySchema = `{
@@ -138,6 +152,15 @@ func (s *Summarizer) Describe(ctx context.Context, q Query) (Scene, error) {
 		return Scene{}, invalidParam("min_confidence", "min_confidence must be between 0 and 1, got %v", q.MinConfidence)
 	case len(q.Label) > MaxLabelLen:
 		return Scene{}, invalidParam("label", "label must be at most %d characters", MaxLabelLen)
+	}
+	if q.Label != "" {
+		// The label a query names is matched, and quoted in the text, in
+		// the form the scene's labels have.
+		l, err := NormalizeLabel(q.Label)
+		if err != nil {
+			return Scene{}, invalidParam("label", "label must name a kind of object with letters or digits, e.g. \"cup\"")
+		}
+		q.Label = l
 	}
 	budget := q.MaxObjects
 	if budget == 0 {
@@ -370,8 +393,9 @@ func fmtAgo(d time.Duration) string {
 //  1. a headline: how many objects, how many seen now and within reach,
 //     and — when the budget cut the list — "showing 5 of 23" with the
 //     labels left out;
-//  2. one sentence per shown object, most relevant first: id, label,
-//     surface, distance and side, reach, and how fresh the sighting is;
+//  2. one sentence per shown object, most relevant first: its label in
+//     quotes, id, surface, distance and side, reach, and how fresh the
+//     sighting is;
 //  3. the left-to-right order of the confident objects seen now, as the
 //     robot sees them;
 //  4. what was left out of the last frame (malformed, unplaced detections)
@@ -383,7 +407,7 @@ func (s *Summarizer) text(q Query, cands []candidate, rank []int32, sc Scene, ot
 	b := make([]byte, 0, 256+160*sc.Shown)
 	labelled := ""
 	if q.Label != "" {
-		labelled = " labelled " + q.Label
+		labelled = " labelled " + quoted(q.Label)
 	}
 	switch {
 	case s.cam == nil:
@@ -535,25 +559,41 @@ func appendCounts(b []byte, counts map[string]int) []byte {
 		}
 		b = strconv.AppendInt(b, int64(e.n), 10)
 		b = append(b, ' ')
-		b = append(b, e.label...)
+		b = appendQuoted(b, e.label)
 	}
 	return b
 }
 
+// appendQuoted writes a label in double quotes. Every label the scene
+// holds is normalised (NormalizeLabel) and so holds no quote mark: what the
+// camera called an object can never close the quotes and read as the
+// bridge's own words.
+func appendQuoted(b []byte, label string) []byte {
+	b = append(b, '"')
+	b = append(b, label...)
+	return append(b, '"')
+}
+
+func quoted(label string) string { return string(appendQuoted(nil, label)) }
+
 // appendObject writes one object's sentence, e.g.
-// "cup-1: cup on table, 0.92 m away 23° to the left, within reach.".
+// `An object labelled "cup" (cup-1) is on table, 0.92 m away 23° to the
+// left, within reach.`. The label is quoted: it is what the camera called
+// the object, data and never the bridge's words.
 func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate, sayMayHaveMoved bool) []byte {
-	b = append(b, o.ID...)
-	b = append(b, ": "...)
 	if o.Uncertain {
-		b = append(b, "possibly a "...)
-		b = append(b, o.Label...)
-		b = append(b, " (uncertain, confidence "...)
-		b = strconv.AppendFloat(b, o.Confidence, 'f', 2, 64)
-		b = append(b, ')')
+		b = append(b, "An uncertain detection labelled "...)
 	} else {
-		b = append(b, o.Label...)
+		b = append(b, "An object labelled "...)
 	}
+	b = appendQuoted(b, o.Label)
+	b = append(b, " ("...)
+	b = append(b, o.ID...)
+	if o.Uncertain {
+		b = append(b, ", confidence "...)
+		b = strconv.AppendFloat(b, o.Confidence, 'f', 2, 64)
+	}
+	b = append(b, ") is"...)
 	switch o.Surface {
 	case "":
 		b = append(b, " at "...)

@@ -19,6 +19,17 @@
 // error naming the detection and the field, so bad input never reaches the
 // tracker.
 //
+// Labels are scene text and never instructions (invariant 12): every label
+// is normalised where it enters — by DecodeDetections, and by the
+// summarizer for every frame, whatever the transport — with NormalizeLabel
+// (markup, control and invisible characters removed, NFKC, an allowed set
+// of characters, at most MaxLabelLen bytes with a visible LabelTruncated
+// where cut); a label of which nothing meaningful is left makes its
+// detection malformed. The scene's text quotes every label, object ids are
+// safe identifiers made from it (lower-case ASCII letters and digits joined
+// by '-'), and Scene.UntrustedFields names the fields that hold scene text
+// for the tool API's envelope.
+//
 // Accuracy is checked against the bundled simulator's ground truth over 200
 // seeded random scenes (groundtruth_test.go): with the simulator's noisy
 // depth, every object in view is placed within 0.10 m + 2 % of its range

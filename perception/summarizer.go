@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
+	unorm "golang.org/x/text/unicode/norm"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
@@ -354,17 +356,18 @@ func (s *Summarizer) observeLocked(pose robot.Pose2D, in []robot.Detection, at t
 		s.log.Warn("ignoring frame", "reason", st.firstErr)
 		return
 	}
-	// Validate into the scratch buffer.
 	s.dets = s.dets[:0]
+	// Validate into the scratch buffer; the copy's label is normalised
+	// there, never the caller's.
 	for i := range in {
-		if err := validateDetection(i, in[i], s.lim); err != nil {
+		s.dets = append(s.dets, in[i])
+		if err := checkDetection(i, &s.dets[len(s.dets)-1], s.lim); err != nil {
+			s.dets = s.dets[:len(s.dets)-1]
 			if st.rejected == 0 {
 				st.firstErr = err.Error()
 			}
 			st.rejected++
-			continue
 		}
-		s.dets = append(s.dets, in[i])
 	}
 	if st.rejected > 0 {
 		s.log.Warn("skipped invalid detections", "count", st.rejected, "first", st.firstErr)
@@ -545,30 +548,55 @@ func (s *Summarizer) pruneLocked(now time.Time) {
 	}
 }
 
-// idPrefix turns a label into the stem of its objects' ids: lower case,
-// letters and digits kept, anything else one '-', at most 32 bytes;
-// "object" when nothing is left.
+// maxIDPrefix caps the stem of an object id, in bytes.
+const maxIDPrefix = 32
+
+// idPrefix turns a label into the stem of its objects' ids, a safe
+// identifier whatever the label says: lower-case ASCII letters and digits
+// in runs joined by single '-', at most 32 bytes, never ending in '-'.
+// Accents are dropped from Latin letters ("Café" is cafe); any other
+// character separates runs; "object" when nothing is left (a label in
+// another script: its objects are object-1, object-2, …). The grasp tool's
+// object_id accepts exactly such ids.
 func idPrefix(label string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(label) {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			if b.Len()+len(string(r)) > 32 {
-				break
-			}
-			b.WriteRune(r)
+	for i := range len(label) {
+		if label[i] >= utf8.RuneSelf {
+			label = unorm.NFKD.String(label)
+			break
+		}
+	}
+	var buf [maxIDPrefix]byte
+	n, dash := 0, false
+	for _, r := range label {
+		switch {
+		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
+		case 'A' <= r && r <= 'Z':
+			r += 'a' - 'A'
+		case unicode.Is(unicode.Mn, r):
+			continue // the accent of a decomposed letter
+		default:
+			dash = true
 			continue
 		}
-		dash = true
+		need := 1
+		if dash && n > 0 {
+			need = 2
+		}
+		if n+need > maxIDPrefix {
+			break
+		}
+		if need == 2 {
+			buf[n] = '-'
+			n++
+		}
+		buf[n] = byte(r)
+		n++
+		dash = false
 	}
-	if b.Len() == 0 {
+	if n == 0 {
 		return "object"
 	}
-	return b.String()
+	return string(buf[:n])
 }
 
 // poseHistory is a ring of recent (stamp, pose) pairs, to find where the
