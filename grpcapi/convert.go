@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/fsm"
@@ -58,6 +59,9 @@ func EnvelopeToProto(env toolapi.Envelope) (*robotbridgev1.Envelope, error) {
 	if m := env.OperatorMessage; m != nil {
 		out.OperatorMessage = &robotbridgev1.OperatorMessage{EscalationId: m.EscalationID, Text: m.Text, By: m.By}
 	}
+	for _, u := range env.Untrusted {
+		out.Untrusted = append(out.Untrusted, &robotbridgev1.Untrusted{Source: u.Source, Fields: slices.Clone(u.Fields)})
+	}
 	return out, nil
 }
 
@@ -99,6 +103,9 @@ func EnvelopeFromProto(pe *robotbridgev1.Envelope) toolapi.Envelope {
 	}
 	if m := pe.GetOperatorMessage(); m != nil {
 		env.OperatorMessage = &toolapi.OperatorMessage{EscalationID: m.GetEscalationId(), Text: m.GetText(), By: m.GetBy()}
+	}
+	for _, u := range pe.GetUntrusted() {
+		env.Untrusted = append(env.Untrusted, toolapi.Untrusted{Source: u.GetSource(), Fields: slices.Clone(u.GetFields())})
 	}
 	return env
 }

@@ -1,6 +1,8 @@
 package toolapi
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/actions"
@@ -28,6 +30,122 @@ type Envelope struct {
 	// for help, carried by the envelope of the session's next call once
 	// (Text begins with it too).
 	OperatorMessage *OperatorMessage `json:"operator_message,omitempty"`
+	// Untrusted names the fields of this envelope that hold text from
+	// outside the bridge — what the robot's camera called the objects it
+	// sees — grouped by where it came from. Such text is data about the
+	// world, never an instruction to the model (invariant 12). Absent when
+	// no field holds any.
+	Untrusted []Untrusted `json:"untrusted,omitempty"`
+}
+
+// Untrusted is one source of untrusted text in an envelope and the fields
+// that hold it, e.g.
+//
+//	{"source": "perception", "fields": ["$.text", "$.data.text", "$.data.objects[*].label"]}
+//
+// A field may hold the bridge's words around the untrusted text, as
+// describe_scene's text does ("An object labelled "cup" (cup-1) is on
+// table, …"): the scene's words in it are the quoted ones.
+type Untrusted struct {
+	// Source is where the text came from: SourcePerception.
+	Source string `json:"source"`
+	// Fields are RFC 9535 JSONPath queries into the envelope as encoded
+	// in JSON ("$.text", "$.data.objects[*].label"), only of fields
+	// present in it.
+	Fields []string `json:"fields"`
+}
+
+// SourcePerception is the source of the labels the robot's camera (or
+// any step of perception after it) gives the objects it sees.
+const SourcePerception = "perception"
+
+// UntrustedData is implemented by tool data that knows which of its own
+// fields hold untrusted text (perception.Scene does). Its paths are
+// RFC 9535 JSONPath queries into the data as encoded in JSON, "$" being
+// the data itself; the envelope lists them under "$.data". Data that does
+// not implement it, returned by describe_scene, is marked untrusted as a
+// whole.
+type UntrustedData interface {
+	UntrustedFields() (source string, paths []string)
+}
+
+// addUntrusted adds fields of source to u, merged into its entry for
+// source, and returns it.
+func addUntrusted(u []Untrusted, source string, fields ...string) []Untrusted {
+	for i := range u {
+		if u[i].Source == source {
+			for _, f := range fields {
+				if !slices.Contains(u[i].Fields, f) {
+					u[i].Fields = append(u[i].Fields, f)
+				}
+			}
+			return u
+		}
+	}
+	return append(u, Untrusted{Source: source, Fields: slices.Clone(fields)})
+}
+
+// sceneUntrusted is what of describe_scene's answer is untrusted: its
+// text, and the fields its data names (all of the data if it names none).
+func sceneUntrusted(data any) []Untrusted {
+	u := addUntrusted(nil, SourcePerception, "$.text")
+	switch d := data.(type) {
+	case nil:
+	case UntrustedData:
+		source, paths := d.UntrustedFields()
+		for _, p := range paths {
+			if p == "$" || !strings.HasPrefix(p, "$") {
+				u = addUntrusted(u, source, "$.data")
+				continue
+			}
+			u = addUntrusted(u, source, "$.data"+p[1:])
+		}
+	default:
+		u = addUntrusted(u, SourcePerception, "$.data")
+	}
+	return u
+}
+
+// graspUntrusted is what of an envelope about a grasp task is untrusted:
+// the task's texts name the object by the label perception gave it (its
+// preview, "grasp cup-1 (cup) at …", is the task's text until it runs,
+// and the failure of a task that ended without an error of its own
+// repeats it).
+func graspUntrusted(d TaskData) []Untrusted {
+	u := addUntrusted(nil, SourcePerception, "$.text", "$.task.text", "$.data.text", "$.error.message")
+	if d.Error != nil {
+		u = addUntrusted(u, SourcePerception, "$.data.error.message")
+	}
+	return u
+}
+
+// presentOnly keeps the fields of u that env holds, dropping a source left
+// with none; nil when nothing is left.
+func presentOnly(u []Untrusted, env *Envelope) []Untrusted {
+	var out []Untrusted
+	for _, e := range u {
+		var fields []string
+		for _, f := range e.Fields {
+			present := true
+			switch {
+			case f == "$.text":
+				present = env.Text != ""
+			case f == "$.task.text":
+				present = env.Task != nil && env.Task.Text != ""
+			case f == "$.error.message":
+				present = env.Error != nil
+			case f == "$.data" || strings.HasPrefix(f, "$.data.") || strings.HasPrefix(f, "$.data["):
+				present = env.Data != nil
+			}
+			if present {
+				fields = append(fields, f)
+			}
+		}
+		if len(fields) > 0 {
+			out = append(out, Untrusted{Source: e.Source, Fields: fields})
+		}
+	}
+	return out
 }
 
 // TaskRef is the short form of a task in an envelope.

@@ -240,6 +240,10 @@ type outcome struct {
 	// robotWords, when set, is the envelope's robot field, already
 	// observed: the fleet's words of a call for every robot.
 	robotWords string
+	// untrusted names the fields that hold text from outside the bridge
+	// (describe_scene's); envelope adds a grasp task's and keeps those
+	// the envelope holds.
+	untrusted []Untrusted
 }
 
 func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
@@ -247,15 +251,24 @@ func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
 // envelope is the Envelope of an outcome of tool, all but its Robot field
 // (robotText). Every front end that turns an outcome into an envelope
 // goes through it, so a failure carries data exactly when the outcome
-// says so (dataWithError).
+// says so (dataWithError), and every envelope marks the fields that hold
+// scene text as untrusted (describe_scene's, and a grasp task's, whose
+// texts name the object by its label).
 func (out outcome) envelope(tool string) Envelope {
 	env := Envelope{OK: out.err == nil, Tool: tool, Data: out.data, Text: out.text, Task: out.task}
+	untrusted := out.untrusted
+	if d, ok := out.data.(TaskData); ok && d.Tool == ToolGrasp {
+		for _, u := range graspUntrusted(d) {
+			untrusted = addUntrusted(untrusted, u.Source, u.Fields...)
+		}
+	}
 	if out.err != nil {
 		env.Error = ErrorBodyOf(out.err)
 		if !out.dataWithError {
 			env.Data = nil
 		}
 	}
+	env.Untrusted = presentOnly(untrusted, &env)
 	return env
 }
 
@@ -564,7 +577,7 @@ func (s *Server) runState(ctx context.Context, u *unit, t *Tool, args map[string
 			return fail(err)
 		}
 		sc := v.(scene)
-		return outcome{data: sc.data, text: sc.text}
+		return outcome{data: sc.data, text: sc.text, untrusted: sceneUntrusted(sc.data)}
 	case ToolListNamedPoses:
 		return s.listNamedPoses()
 	case ToolGetSafetyStatus:

@@ -1028,8 +1028,13 @@ type Envelope struct {
 	// by the session's next call after the operator answered (text begins
 	// with it too).
 	OperatorMessage *OperatorMessage `protobuf:"bytes,8,opt,name=operator_message,json=operatorMessage,proto3" json:"operator_message,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The fields of this envelope that hold text from outside the bridge
+	// (what the robot's camera called the objects it sees), by source: data
+	// about the world, never an instruction to the model. Empty when no
+	// field holds any.
+	Untrusted     []*Untrusted `protobuf:"bytes,9,rep,name=untrusted,proto3" json:"untrusted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -1118,6 +1123,72 @@ func (x *Envelope) GetOperatorMessage() *OperatorMessage {
 	return nil
 }
 
+func (x *Envelope) GetUntrusted() []*Untrusted {
+	if x != nil {
+		return x.Untrusted
+	}
+	return nil
+}
+
+// Untrusted is one source of untrusted text in an envelope and the fields
+// that hold it, e.g. source "perception", fields "$.text", "$.data.text",
+// "$.data.objects[*].label".
+type Untrusted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the text came from: "perception".
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// RFC 9535 JSONPath queries into the envelope as encoded in JSON (the
+	// HTTP API's, and this message's JSON encoding, whose names are the
+	// same), only of fields present in it.
+	Fields        []string `protobuf:"bytes,2,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Untrusted) Reset() {
+	*x = Untrusted{}
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Untrusted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Untrusted) ProtoMessage() {}
+
+func (x *Untrusted) ProtoReflect() protoreflect.Message {
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Untrusted.ProtoReflect.Descriptor instead.
+func (*Untrusted) Descriptor() ([]byte, []int) {
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Untrusted) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Untrusted) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
 // OperatorMessage is an operator's answer to a request for help
 // (request_operator_help, or an escalation the bridge raised).
 type OperatorMessage struct {
@@ -1134,7 +1205,7 @@ type OperatorMessage struct {
 
 func (x *OperatorMessage) Reset() {
 	*x = OperatorMessage{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1217,7 @@ func (x *OperatorMessage) String() string {
 func (*OperatorMessage) ProtoMessage() {}
 
 func (x *OperatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[13]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1230,7 @@ func (x *OperatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorMessage.ProtoReflect.Descriptor instead.
 func (*OperatorMessage) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{13}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperatorMessage) GetEscalationId() string {
@@ -1202,7 +1273,7 @@ type TaskRef struct {
 
 func (x *TaskRef) Reset() {
 	*x = TaskRef{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1285,7 @@ func (x *TaskRef) String() string {
 func (*TaskRef) ProtoMessage() {}
 
 func (x *TaskRef) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[14]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1298,7 @@ func (x *TaskRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRef.ProtoReflect.Descriptor instead.
 func (*TaskRef) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{14}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskRef) GetId() string {
@@ -1271,7 +1342,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1354,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[15]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1367,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{15}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Progress) GetFraction() float64 {
@@ -1338,7 +1409,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1421,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_robotbridge_v1_tools_proto_msgTypes[16]
+	mi := &file_robotbridge_v1_tools_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1434,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{16}
+	return file_robotbridge_v1_tools_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Error) GetType() ErrorType {
@@ -1471,7 +1542,7 @@ const file_robotbridge_v1_tools_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xb6\x02\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xef\x02\n" +
 	"\bEnvelope\x12\x13\n" +
 	"\x02ok\x18\x01 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12*\n" +
@@ -1480,8 +1551,12 @@ const file_robotbridge_v1_tools_proto_rawDesc = "" +
 	"\x04task\x18\x05 \x01(\v2\x17.robotbridge.v1.TaskRefR\x04task\x12\x14\n" +
 	"\x05robot\x18\x06 \x01(\tR\x05robot\x12+\n" +
 	"\x05error\x18\a \x01(\v2\x15.robotbridge.v1.ErrorR\x05error\x12J\n" +
-	"\x10operator_message\x18\b \x01(\v2\x1f.robotbridge.v1.OperatorMessageR\x0foperatorMessageB\x05\n" +
-	"\x03_ok\"Z\n" +
+	"\x10operator_message\x18\b \x01(\v2\x1f.robotbridge.v1.OperatorMessageR\x0foperatorMessage\x127\n" +
+	"\tuntrusted\x18\t \x03(\v2\x19.robotbridge.v1.UntrustedR\tuntrustedB\x05\n" +
+	"\x03_ok\";\n" +
+	"\tUntrusted\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06fields\x18\x02 \x03(\tR\x06fields\"Z\n" +
 	"\x0fOperatorMessage\x12#\n" +
 	"\rescalation_id\x18\x01 \x01(\tR\fescalationId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x0e\n" +
@@ -1554,7 +1629,7 @@ func file_robotbridge_v1_tools_proto_rawDescGZIP() []byte {
 }
 
 var file_robotbridge_v1_tools_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robotbridge_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_robotbridge_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_robotbridge_v1_tools_proto_goTypes = []any{
 	(ToolKind)(0),                 // 0: robotbridge.v1.ToolKind
 	(ErrorType)(0),                // 1: robotbridge.v1.ErrorType
@@ -1571,51 +1646,53 @@ var file_robotbridge_v1_tools_proto_goTypes = []any{
 	(*WatchTaskResponse)(nil),     // 12: robotbridge.v1.WatchTaskResponse
 	(*Task)(nil),                  // 13: robotbridge.v1.Task
 	(*Envelope)(nil),              // 14: robotbridge.v1.Envelope
-	(*OperatorMessage)(nil),       // 15: robotbridge.v1.OperatorMessage
-	(*TaskRef)(nil),               // 16: robotbridge.v1.TaskRef
-	(*Progress)(nil),              // 17: robotbridge.v1.Progress
-	(*Error)(nil),                 // 18: robotbridge.v1.Error
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 21: google.protobuf.Value
+	(*Untrusted)(nil),             // 15: robotbridge.v1.Untrusted
+	(*OperatorMessage)(nil),       // 16: robotbridge.v1.OperatorMessage
+	(*TaskRef)(nil),               // 17: robotbridge.v1.TaskRef
+	(*Progress)(nil),              // 18: robotbridge.v1.Progress
+	(*Error)(nil),                 // 19: robotbridge.v1.Error
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 22: google.protobuf.Value
 }
 var file_robotbridge_v1_tools_proto_depIdxs = []int32{
 	4,  // 0: robotbridge.v1.ListToolsResponse.tools:type_name -> robotbridge.v1.Tool
 	0,  // 1: robotbridge.v1.Tool.kind:type_name -> robotbridge.v1.ToolKind
-	19, // 2: robotbridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	19, // 3: robotbridge.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	20, // 2: robotbridge.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	20, // 3: robotbridge.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
 	14, // 4: robotbridge.v1.CallToolResponse.envelope:type_name -> robotbridge.v1.Envelope
 	14, // 5: robotbridge.v1.GetTaskResponse.envelope:type_name -> robotbridge.v1.Envelope
 	14, // 6: robotbridge.v1.CancelTaskResponse.envelope:type_name -> robotbridge.v1.Envelope
 	13, // 7: robotbridge.v1.WatchTaskResponse.task:type_name -> robotbridge.v1.Task
-	19, // 8: robotbridge.v1.Task.arguments:type_name -> google.protobuf.Struct
-	17, // 9: robotbridge.v1.Task.progress:type_name -> robotbridge.v1.Progress
-	19, // 10: robotbridge.v1.Task.result:type_name -> google.protobuf.Struct
-	18, // 11: robotbridge.v1.Task.error:type_name -> robotbridge.v1.Error
-	20, // 12: robotbridge.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	20, // 13: robotbridge.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 14: robotbridge.v1.Envelope.data:type_name -> google.protobuf.Value
-	16, // 15: robotbridge.v1.Envelope.task:type_name -> robotbridge.v1.TaskRef
-	18, // 16: robotbridge.v1.Envelope.error:type_name -> robotbridge.v1.Error
-	15, // 17: robotbridge.v1.Envelope.operator_message:type_name -> robotbridge.v1.OperatorMessage
-	17, // 18: robotbridge.v1.TaskRef.progress:type_name -> robotbridge.v1.Progress
-	1,  // 19: robotbridge.v1.Error.type:type_name -> robotbridge.v1.ErrorType
-	19, // 20: robotbridge.v1.Error.details:type_name -> google.protobuf.Struct
-	2,  // 21: robotbridge.v1.ToolService.ListTools:input_type -> robotbridge.v1.ListToolsRequest
-	5,  // 22: robotbridge.v1.ToolService.CallTool:input_type -> robotbridge.v1.CallToolRequest
-	7,  // 23: robotbridge.v1.ToolService.GetTask:input_type -> robotbridge.v1.GetTaskRequest
-	9,  // 24: robotbridge.v1.ToolService.CancelTask:input_type -> robotbridge.v1.CancelTaskRequest
-	11, // 25: robotbridge.v1.ToolService.WatchTask:input_type -> robotbridge.v1.WatchTaskRequest
-	3,  // 26: robotbridge.v1.ToolService.ListTools:output_type -> robotbridge.v1.ListToolsResponse
-	6,  // 27: robotbridge.v1.ToolService.CallTool:output_type -> robotbridge.v1.CallToolResponse
-	8,  // 28: robotbridge.v1.ToolService.GetTask:output_type -> robotbridge.v1.GetTaskResponse
-	10, // 29: robotbridge.v1.ToolService.CancelTask:output_type -> robotbridge.v1.CancelTaskResponse
-	12, // 30: robotbridge.v1.ToolService.WatchTask:output_type -> robotbridge.v1.WatchTaskResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 8: robotbridge.v1.Task.arguments:type_name -> google.protobuf.Struct
+	18, // 9: robotbridge.v1.Task.progress:type_name -> robotbridge.v1.Progress
+	20, // 10: robotbridge.v1.Task.result:type_name -> google.protobuf.Struct
+	19, // 11: robotbridge.v1.Task.error:type_name -> robotbridge.v1.Error
+	21, // 12: robotbridge.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	21, // 13: robotbridge.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 14: robotbridge.v1.Envelope.data:type_name -> google.protobuf.Value
+	17, // 15: robotbridge.v1.Envelope.task:type_name -> robotbridge.v1.TaskRef
+	19, // 16: robotbridge.v1.Envelope.error:type_name -> robotbridge.v1.Error
+	16, // 17: robotbridge.v1.Envelope.operator_message:type_name -> robotbridge.v1.OperatorMessage
+	15, // 18: robotbridge.v1.Envelope.untrusted:type_name -> robotbridge.v1.Untrusted
+	18, // 19: robotbridge.v1.TaskRef.progress:type_name -> robotbridge.v1.Progress
+	1,  // 20: robotbridge.v1.Error.type:type_name -> robotbridge.v1.ErrorType
+	20, // 21: robotbridge.v1.Error.details:type_name -> google.protobuf.Struct
+	2,  // 22: robotbridge.v1.ToolService.ListTools:input_type -> robotbridge.v1.ListToolsRequest
+	5,  // 23: robotbridge.v1.ToolService.CallTool:input_type -> robotbridge.v1.CallToolRequest
+	7,  // 24: robotbridge.v1.ToolService.GetTask:input_type -> robotbridge.v1.GetTaskRequest
+	9,  // 25: robotbridge.v1.ToolService.CancelTask:input_type -> robotbridge.v1.CancelTaskRequest
+	11, // 26: robotbridge.v1.ToolService.WatchTask:input_type -> robotbridge.v1.WatchTaskRequest
+	3,  // 27: robotbridge.v1.ToolService.ListTools:output_type -> robotbridge.v1.ListToolsResponse
+	6,  // 28: robotbridge.v1.ToolService.CallTool:output_type -> robotbridge.v1.CallToolResponse
+	8,  // 29: robotbridge.v1.ToolService.GetTask:output_type -> robotbridge.v1.GetTaskResponse
+	10, // 30: robotbridge.v1.ToolService.CancelTask:output_type -> robotbridge.v1.CancelTaskResponse
+	12, // 31: robotbridge.v1.ToolService.WatchTask:output_type -> robotbridge.v1.WatchTaskResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_robotbridge_v1_tools_proto_init() }
@@ -1624,14 +1701,14 @@ func file_robotbridge_v1_tools_proto_init() {
 		return
 	}
 	file_robotbridge_v1_tools_proto_msgTypes[12].OneofWrappers = []any{}
-	file_robotbridge_v1_tools_proto_msgTypes[16].OneofWrappers = []any{}
+	file_robotbridge_v1_tools_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robotbridge_v1_tools_proto_rawDesc), len(file_robotbridge_v1_tools_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
