@@ -349,7 +349,7 @@ func (s *Supervisor) Execute(ctx context.Context, m Motion) Outcome {
 		delete(s.stopReq, m.Auth.TaskID)
 		delete(s.holdReq, m.Auth.TaskID)
 		a.paused = nil
-		a.drainLocked(notHeld(m.Auth.TaskID, "finished its motion before the request took effect").Wrap(ErrMotionEnded))
+		a.drainLocked(notHeldEnded(m.Auth.TaskID, "finished its motion before the request took effect"))
 		s.mu.Unlock()
 	}()
 	r := &run{s: s, a: a, sctx: sctx}
@@ -391,7 +391,7 @@ func (r *run) setPhase(p Phase) {
 		if h, ok := r.s.holdReq[r.a.view.TaskID]; ok && h.kind == holdPause {
 			delete(r.s.holdReq, r.a.view.TaskID)
 		}
-		r.a.drainLocked(notHeld(r.a.view.TaskID, "is already "+string(p)).Wrap(ErrMotionEnded))
+		r.a.drainLocked(notHeldEnded(r.a.view.TaskID, "is already "+string(p)))
 	}
 	r.s.mu.Unlock()
 }

@@ -154,6 +154,12 @@ func notHeld(taskID, what string) *toolerr.Error {
 	return toolerr.New(toolerr.Conflict, "task %s %s", taskID, what).Wrap(ErrNotHeld).With("task_id", taskID)
 }
 
+// notHeldEnded is notHeld for a motion that ended (or is ending) before
+// the request took effect: both ErrNotHeld and ErrMotionEnded.
+func notHeldEnded(taskID, what string) *toolerr.Error {
+	return toolerr.New(toolerr.Conflict, "task %s %s", taskID, what).Wrap(errors.Join(ErrNotHeld, ErrMotionEnded)).With("task_id", taskID)
+}
+
 // PauseTask pauses the supervised motion of task taskID: a protective
 // stop. From the moment it is recorded the gate refuses every command of
 // the task (a command that was in flight is followed by a stop, as for a
@@ -175,7 +181,7 @@ func (s *Supervisor) PauseTask(ctx context.Context, taskID, by, reason string) (
 	switch {
 	case a == nil || taskID == "" || a.view.TaskID != taskID:
 		s.mu.Unlock()
-		return PauseInfo{}, notHeld(taskID, "has no supervised motion to pause").Wrap(ErrMotionEnded)
+		return PauseInfo{}, notHeldEnded(taskID, "has no supervised motion to pause")
 	case a.view.Phase == PhasePaused:
 		s.mu.Unlock()
 		return PauseInfo{}, notHeld(taskID, "is already paused")
@@ -186,7 +192,7 @@ func (s *Supervisor) PauseTask(ctx context.Context, taskID, by, reason string) (
 	}
 	if _, stopped := s.stopReq[taskID]; stopped {
 		s.mu.Unlock()
-		return PauseInfo{}, notHeld(taskID, "is already being stopped").Wrap(ErrMotionEnded)
+		return PauseInfo{}, notHeldEnded(taskID, "is already being stopped")
 	}
 	if h, held := s.holdReq[taskID]; held {
 		s.mu.Unlock()
@@ -227,10 +233,15 @@ func (s *Supervisor) ResumeTask(ctx context.Context, taskID, by string) error {
 	switch {
 	case a == nil || taskID == "" || a.view.TaskID != taskID:
 		s.mu.Unlock()
-		return notHeld(taskID, "has no paused motion to resume").Wrap(ErrMotionEnded)
+		return notHeldEnded(taskID, "has no paused motion to resume")
 	case a.resuming:
 		s.mu.Unlock()
 		return notHeld(taskID, "is already being resumed")
+	case s.holdReq[taskID].kind == holdAbort:
+		// The abort is recorded and ends the motion: a resume now would
+		// only race it.
+		s.mu.Unlock()
+		return notHeldEnded(taskID, "is being aborted")
 	case a.view.Phase != PhasePaused:
 		ph := a.view.Phase
 		s.mu.Unlock()
@@ -262,7 +273,7 @@ func (s *Supervisor) AbortTask(ctx context.Context, taskID, by, reason string) e
 	switch {
 	case a == nil || taskID == "" || a.view.TaskID != taskID:
 		s.mu.Unlock()
-		return notHeld(taskID, "has no supervised motion to abort").Wrap(ErrMotionEnded)
+		return notHeldEnded(taskID, "has no supervised motion to abort")
 	case a.view.Phase != PhaseExecuting && a.view.Phase != PhasePaused:
 		ph := a.view.Phase
 		s.mu.Unlock()
@@ -270,7 +281,7 @@ func (s *Supervisor) AbortTask(ctx context.Context, taskID, by, reason string) e
 	}
 	if _, stopped := s.stopReq[taskID]; stopped {
 		s.mu.Unlock()
-		return notHeld(taskID, "is already being stopped").Wrap(ErrMotionEnded)
+		return notHeldEnded(taskID, "is already being stopped")
 	}
 	if h, held := s.holdReq[taskID]; held && h.kind == holdAbort {
 		s.mu.Unlock()
@@ -350,21 +361,21 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 	// stop, cancel or e-stop ends the task as it would any live task.
 	select {
 	case <-ctx.Done():
-		reply(pc.done, notHeld(auth.TaskID, "was cancelled before the pause took effect").Wrap(ErrMotionEnded))
+		reply(pc.done, notHeldEnded(auth.TaskID, "was cancelled before the pause took effect"))
 		return robot.Command{}, r.trip(mkTrip(TripCancelled, i, "cancelled", ctx.Err()))
 	case <-r.a.stop:
 		req := r.a.stopped
-		reply(pc.done, notHeld(auth.TaskID, "was stopped before the pause took effect: "+req.detail()).Wrap(ErrMotionEnded))
+		reply(pc.done, notHeldEnded(auth.TaskID, "was stopped before the pause took effect: "+req.detail()))
 		t := mkTrip(req.tripKind(), i, req.detail(), nil)
 		t.By = req.By
 		return robot.Command{}, r.trip(t)
 	case <-r.sctx.Done():
-		reply(pc.done, notHeld(auth.TaskID, "was interrupted: the bridge is shutting down").Wrap(ErrMotionEnded))
+		reply(pc.done, notHeldEnded(auth.TaskID, "was interrupted: the bridge is shutting down"))
 		return robot.Command{}, r.trip(mkTrip(TripShutdown, i, "the bridge is shutting down", nil))
 	default:
 	}
 	if s.eStopped() {
-		reply(pc.done, notHeld(auth.TaskID, "was e-stopped before the pause took effect").Wrap(ErrMotionEnded))
+		reply(pc.done, notHeldEnded(auth.TaskID, "was e-stopped before the pause took effect"))
 		return robot.Command{}, r.trip(mkTrip(TripEStop, i, "the e-stop is latched", ErrEStopActive))
 	}
 	if !confirmed {
@@ -478,6 +489,13 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 					return robot.Command{}, r.trip(mkTrip(TripLinkDown, i, "the robot link went down while resuming "+step.Name+": "+se.err.Error(), err))
 				}
 				return robot.Command{}, r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+" on resume: "+se.err.Error(), err))
+			case errors.Is(err, ErrAborted):
+				// The abort came first: the loop takes it next and the
+				// task ends through it, never "stays paused".
+				s.mu.Lock()
+				r.a.resuming = false
+				s.mu.Unlock()
+				reply(rc.done, notHeldEnded(auth.TaskID, "is being aborted"))
 			default:
 				// Refused at the gate: nothing was sent and the task stays
 				// paused; the operator may try again or abort.
@@ -498,9 +516,25 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 // command leaves. An abort recorded meanwhile wins: nothing is sent.
 func (s *Supervisor) sendResume(ctx context.Context, a Authorization, cmd robot.Command, before func() error) error {
 	a.resume = true
+	aborted := func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if h, held := s.holdReq[a.TaskID]; held && h.kind == holdAbort {
+			return h.refusal(a.TaskID)
+		}
+		return nil
+	}
 	wrapped := func() error {
+		// An abort recorded before the resume is recorded wins before
+		// the resume's record is written.
+		if err := aborted(); err != nil {
+			return err
+		}
 		if before != nil {
 			if err := before(); err != nil {
+				if aerr := aborted(); aerr != nil {
+					return aerr // the abort's transition came between
+				}
 				return err
 			}
 		}

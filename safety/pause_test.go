@@ -644,3 +644,55 @@ func TestAbort_ExecutingTaskTakesTheFailedMotionPath(t *testing.T) {
 	_, err = r.run.Abort(context.Background(), v.ID, "operator-1", "again")
 	require.Equal(t, toolerr.Conflict, toolerr.As(err).Type)
 }
+
+// Regression (found by the conformance suite's timing races): a resume
+// that came after, or raced, an operator's abort of a paused task was
+// answered INTERNAL "the task stays paused: internal error", or "already
+// being resumed", while the task was ending through the abort. It is a
+// conflict saying how the task ended, and nothing of the task but its
+// recovery follows the abort.
+func TestAbort_AResumeAfterOrRacingTheAbortIsAConflict(t *testing.T) {
+	for _, race := range []bool{false, true} {
+		t.Run(map[bool]string{false: "after", true: "racing"}[race], func(t *testing.T) {
+			r := newRig(t)
+			v := r.moving(3.0)
+			_, err := r.pause(v.ID, "hold")
+			require.NoError(t, err)
+			at := r.logLen()
+			resumed := make(chan taskAnswer, 1)
+			resume := func() {
+				rv, err := r.run.Resume(context.Background(), v.ID, "operator-2")
+				resumed <- taskAnswer{rv, err}
+			}
+			if race {
+				go resume()
+			}
+			_, err = r.answer("the abort", func() (actions.TaskView, error) {
+				return r.run.Abort(context.Background(), v.ID, "operator-1", "wrong room")
+			})
+			require.NoError(t, err)
+			if !race {
+				go resume()
+			}
+			v = r.waitTerminal(v.ID, 30*time.Second)
+			got := receive(t, resumed, 10*time.Second, "the resume never answered")
+			if got.err == nil {
+				// The resume came first: the abort then ended the
+				// resumed motion.
+				require.True(t, race)
+			} else {
+				te := toolerr.As(got.err)
+				require.Equal(t, toolerr.Conflict, te.Type, "%v", te)
+				require.NotContains(t, te.Message, "stays paused")
+				require.NotContains(t, te.Message, "already being resumed")
+			}
+			require.Equal(t, fsm.Recovered, v.Status, "%v", v.Error)
+			for _, e := range r.commandsOfTaskSince(v.ID, at) {
+				_, rec := taskOfCommand(e.ID)
+				if !rec {
+					require.Nil(t, got.err, "command %s of the task after a refused resume", e.ID)
+				}
+			}
+		})
+	}
+}
