@@ -74,6 +74,10 @@ type NotPendingError struct {
 	Status string
 	By     string
 	At     time.Time
+	// Reason is why it was decided, withdrawn or revoked ("" if none
+	// was given), so a refusal says what happened ("e-stop pressed by
+	// agent"), not only that something did.
+	Reason string
 }
 
 func (e *NotPendingError) Error() string {
@@ -83,6 +87,9 @@ func (e *NotPendingError) Error() string {
 	}
 	if !e.At.IsZero() {
 		s += " at " + clockTime(e.At)
+	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
 	}
 	return s
 }

@@ -374,7 +374,7 @@ func (s *Service) decidable(id string) (*Approval, *waiter, error) {
 }
 
 func notPending(a *Approval) error {
-	e := &NotPendingError{Kind: "approval", ID: a.ID, Status: string(a.Status), By: a.DecidedBy}
+	e := &NotPendingError{Kind: "approval", ID: a.ID, Status: string(a.Status), By: a.DecidedBy, Reason: a.Reason}
 	if a.DecidedAt != nil {
 		e.At = *a.DecidedAt
 	}
