@@ -839,9 +839,14 @@ func (d *Driver) Stop(_ context.Context) error {
 // robot-side verdict.
 func (d *Driver) goalPrefix(cmdID string) string { return cmdID + "@" + d.set.names.node }
 
+// holdRestVelocity is the joint speed (rad/s) under which the arm counts
+// as at rest for a stop: no hold is sent.
+const holdRestVelocity = 0.01
+
 // armHold returns the hold trajectory for the arm at the joint positions
 // last read, or nil when any arm joint was read more than one control
-// period ago (or never). The arm is taken to have gone on at the velocity
+// period ago (or never), or when every joint reported itself at rest. The
+// arm is taken to have gone on at the velocity
 // it reported since its reading, which is where the hold brings it back
 // from.
 func (d *Driver) armHold() *rosmsg.FollowJointTrajectoryActionGoal {
@@ -851,6 +856,7 @@ func (d *Driver) armHold() *rosmsg.FollowJointTrajectoryActionGoal {
 	now := d.clk.Now()
 	hold := make([]float64, len(d.jnames))
 	cur := make([]float64, len(d.jnames))
+	moving := false
 	d.stMu.Lock()
 	for i, n := range d.jnames {
 		smp, ok := d.st.joints[n]
@@ -863,8 +869,15 @@ func (d *Driver) armHold() *rosmsg.FollowJointTrajectoryActionGoal {
 		}
 		hold[i] = smp.Position
 		cur[i] = smp.Position + smp.Velocity*age.Seconds()
+		moving = moving || math.Abs(smp.Velocity) > holdRestVelocity
 	}
 	d.stMu.Unlock()
+	if !moving {
+		// An arm at rest has nothing to be held against once its
+		// trajectory is cancelled, and a hold at the positions it read
+		// would move it by the readings' noise.
+		return nil
+	}
 	return HoldGoalToMsg(d.set.cfg.Arm.Joints, hold, cur, d.set.holdAge)
 }
 
