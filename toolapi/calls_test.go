@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -426,6 +427,42 @@ func TestNew_ConfErrorsNameTheField(t *testing.T) {
 			_, err := New(tc.conf)
 			require.ErrorIs(t, err, ErrConf)
 			require.Contains(t, err.Error(), tc.field)
+		})
+	}
+}
+
+// Regression (found by the conformance suite): a stop whose reason was
+// too long, or not a string, was refused INVALID_PARAMS and the robot
+// kept moving. A stop always stops; what it could not take is dropped and
+// said, and the reason the operator reads is cleaned of control and bidi
+// characters.
+func TestStop_StopsWhateverItsFreeTextHolds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args map[string]any
+		want string // the reason the stop was given
+		note bool
+	}{
+		"a reason too long":                         {map[string]any{"reason": strings.Repeat("x", 500)}, "", true},
+		"a reason of another type":                  {map[string]any{"reason": 42}, "", true},
+		"a field stop does not take":                {map[string]any{"reason": "ok", "speed": 3}, "", true},
+		"a reason with bidi and control characters": {map[string]any{"reason": "user\u202e said\u0007 stop"}, "user said stop", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			var got []string
+			h.tasks.StopFn = func(_ context.Context, _ string, reason string) (actions.StopReport, error) {
+				got = append(got, reason)
+				return actions.StopReport{Text: "Stopped."}, nil
+			}
+			env := h.call(ToolStop, args(tc.args))
+			require.True(t, env.OK, "%+v", env.Error)
+			require.Len(t, got, 1, "the robot was not stopped")
+			if tc.want != "" {
+				require.Contains(t, got[0], tc.want)
+			}
+			if tc.note {
+				require.Contains(t, env.Text, "arguments other than robot_id were ignored")
+			}
 		})
 	}
 }

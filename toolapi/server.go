@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
@@ -322,6 +324,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 
 	var out outcome
 	var looped *toolerr.Error
+	var stopNote string
 	kind := "unknown"
 	if known {
 		kind = string(tool.Kind)
@@ -348,6 +351,17 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 				u = ru
 				te = tool.Validate(args)
 			}
+			if tool.Name == ToolStop {
+				// A stop always stops: what is wrong with its free text
+				// (a reason too long, of the wrong type, a field it does
+				// not take) is dropped and said, never a reason to keep
+				// the robot moving. The reason reaches the operator
+				// cleaned of control and bidi characters.
+				args, stopNote = stopArgs(tool, args, te)
+				if stopNote != "" {
+					te = nil
+				}
+			}
 			switch {
 			case te != nil:
 				out = outcome{err: te}
@@ -370,6 +384,9 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		}
 	}
 	env := out.envelope(req.Tool)
+	if stopNote != "" && env.OK {
+		env.Text = strings.TrimSpace(env.Text + " " + stopNote)
+	}
 	env.Robot = s.robotText(ctx, u, out)
 	s.hist.add(sessKey, s.callRecord(start, req.Tool, args, env))
 	if looped != nil {
@@ -1097,3 +1114,30 @@ func (s *Server) replay(u *unit, rec IdemRecord, hash string, req CallRequest, t
 	// The same hash is the same robot_id: the task is u's.
 	return u.tasks.Get(rec.TaskID)
 }
+
+// stopArgs is a stop's arguments as the stop takes them: when they fail
+// validation (te) for anything but robot_id, everything but robot_id is
+// dropped and the note says what was ignored; a reason is cleaned for the
+// operator's eyes.
+func stopArgs(tool *Tool, args map[string]any, te *toolerr.Error) (map[string]any, string) {
+	note := ""
+	if te != nil {
+		kept := map[string]any{}
+		if id, ok := args["robot_id"]; ok {
+			kept["robot_id"] = id
+		}
+		if tool.Validate(kept) != nil {
+			return args, "" // the robot is the problem: refuse, naming the robots
+		}
+		args = kept
+		note = "The stop's arguments other than robot_id were ignored: " + toolerr.Clause(te.Message) + "."
+	}
+	if r, ok := args["reason"].(string); ok {
+		args = maps.Clone(args)
+		args["reason"] = escalation.CleanText(r, maxStopReason)
+	}
+	return args, note
+}
+
+// maxStopReason is the stop reason's length limit (its schema's).
+const maxStopReason = 200
