@@ -49,7 +49,7 @@ func (s *Server) routes() {
 	// Anything else under /v1/ still needs a token, so an unauthenticated
 	// caller cannot even learn which routes exist.
 	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.Path))
+		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.EscapedPath()))
 	}), RoleAgent)
 	s.h = connKeyed(s.traced(s.recoverer(s.mux)))
 }

@@ -8,9 +8,12 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -337,6 +340,8 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	}
 	if out.err == nil {
 		switch {
+		case idCharsError(req) != nil:
+			out = outcome{err: idCharsError(req)}
 		case !known:
 			out = outcome{err: s.unknownTool(req.Tool)}
 		case argErr != nil:
@@ -1141,3 +1146,20 @@ func stopArgs(tool *Tool, args map[string]any, te *toolerr.Error) (map[string]an
 
 // maxStopReason is the stop reason's length limit (its schema's).
 const maxStopReason = 200
+
+// idCharsError refuses a session id or idempotency key holding control
+// or format characters (a line break, a bidi override, a zero-width
+// space): an identifier has no use for them, and the session id is shown
+// to the operator with the approval request. nil when both are clean.
+func idCharsError(req CallRequest) *toolerr.Error {
+	for _, f := range []struct{ name, v string }{{"session_id", req.SessionID}, {"idempotency_key", req.IdempotencyKey}} {
+		if strings.IndexFunc(f.v, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0 || !utf8.ValidString(f.v) {
+			v := f.v
+			if len(v) > 32 {
+				v = v[:32] + "…"
+			}
+			return fieldError(f.name, strconv.QuoteToASCII(v), "printable characters only (no line break, control or bidi character), at most 256")
+		}
+	}
+	return nil
+}
