@@ -577,7 +577,7 @@ func appendQuoted(b []byte, label string) []byte {
 func quoted(label string) string { return string(appendQuoted(nil, label)) }
 
 // appendObject writes one object's sentence, e.g.
-// `An object labelled "cup" (cup-1) is on table, 0.92 m away 23° to the
+// `An object labelled "cup" (cup-1) on table is 0.92 m away 23° to the
 // left, within reach.`. The label is quoted: it is what the camera called
 // the object, data and never the bridge's words.
 func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate, sayMayHaveMoved bool) []byte {
@@ -593,12 +593,14 @@ func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate, sayMayHaveM
 		b = append(b, ", confidence "...)
 		b = strconv.AppendFloat(b, o.Confidence, 'f', 2, 64)
 	}
-	b = append(b, ") is"...)
+	b = append(b, ')')
+	// Where it rests and how far it is make one clause, which the numbers
+	// keep from repeating word for word when two objects share a surface.
 	switch o.Surface {
 	case "":
 		b = append(b, " at "...)
 		b = strconv.AppendFloat(b, o.Position.Room.Z, 'f', 2, 64)
-		b = append(b, " m height, not on a known surface"...)
+		b = append(b, " m height on no known surface"...)
 	case Floor:
 		b = append(b, " on the floor"...)
 	default:
@@ -607,7 +609,7 @@ func (s *Summarizer) appendObject(b []byte, o *Object, c *candidate, sayMayHaveM
 		b = append(b, " on "...)
 		b = append(b, o.Surface...)
 	}
-	b = append(b, ", "...)
+	b = append(b, " is "...)
 	b = strconv.AppendFloat(b, o.DistanceM, 'f', 2, 64)
 	b = append(b, " m "...)
 	deg := math.Abs(o.BearingDeg)

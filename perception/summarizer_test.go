@@ -317,7 +317,7 @@ func TestUncertain_LowConfidenceReportedNotDropped(t *testing.T) {
 	require.Len(t, sc.Objects, 2)
 	require.Equal(t, "cup-1", sc.Objects[0].ID)
 	require.True(t, sc.Objects[1].Uncertain)
-	require.Contains(t, sc.Text, `An uncertain detection labelled "bottle" (bottle-1, confidence 0.30) is on the floor`)
+	require.Contains(t, sc.Text, `An uncertain detection labelled "bottle" (bottle-1, confidence 0.30) on the floor is `)
 
 	// And a query's min_confidence hides it, saying so
 	sc, err = s.Describe(ctx, Query{MinConfidence: 0.5})
@@ -637,7 +637,7 @@ func TestLocate_DepthNoPlaneAgreesWith(t *testing.T) {
 	vase := findObject(t, sc, "vase-1")
 	require.Less(t, dist3(vase.Position.Room, robot.Vec3{X: 3, Y: 0.5, Z: 1.0}), 0.02)
 	require.Empty(t, vase.Surface)
-	require.Contains(t, sc.Text, `An object labelled "vase" (vase-1) is at 1.00 m height, not on a known surface`)
+	require.Contains(t, sc.Text, `An object labelled "vase" (vase-1) at 1.00 m height on no known surface is `)
 }
 
 func TestConcurrentUseIsSafe(t *testing.T) {
@@ -744,7 +744,7 @@ func TestDescribe_HostileLabelsAreQuotedData(t *testing.T) {
 		require.True(t, ok, "label %q not expected", o.Label)
 		require.Equal(t, id, o.ID)
 		require.True(t, safeID.MatchString(o.ID), o.ID)
-		require.Contains(t, sc.Text, `An object labelled "`+o.Label+`" (`+o.ID+`) is `)
+		require.Contains(t, sc.Text, `An object labelled "`+o.Label+`" (`+o.ID+`) on `)
 		text = strings.Replace(text, `"`+o.Label+`"`, "LABEL", 1)
 	}
 	for _, o := range sc.Objects {

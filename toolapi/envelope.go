@@ -44,8 +44,8 @@ type Envelope struct {
 //	{"source": "perception", "fields": ["$.text", "$.data.text", "$.data.objects[*].label"]}
 //
 // A field may hold the bridge's words around the untrusted text, as
-// describe_scene's text does ("An object labelled "cup" (cup-1) is on
-// table, …"): the scene's words in it are the quoted ones.
+// describe_scene's text does ("An object labelled "cup" (cup-1) on table
+// is …"): the scene's words in it are the quoted ones.
 type Untrusted struct {
 	// Source is where the text came from: SourcePerception.
 	Source string `json:"source"`
