@@ -483,3 +483,28 @@ func TestCall_ASessionIDOrKeyWithControlCharactersIsRefused(t *testing.T) {
 	}
 	require.Zero(t, h.tasks.submits.Load(), "nothing was submitted")
 }
+
+// Regression (found by the conformance suite): arguments with a key given
+// twice were read with the last value ({"x": 3.8, "x": 0.3} asked the
+// operator for x=0.3); they are refused, naming the key, whichever value
+// comes last and wherever the key is, as HTTP arguments or as a model's
+// tool_calls string.
+func TestCall_ArgumentsWithAKeyGivenTwiceAreRefused(t *testing.T) {
+	h := newHarness(t)
+	for _, raw := range []string{
+		`{"arguments": {"x": 3.8, "y": 0, "x": 0.3}}`,
+		`{"arguments": {"x": 0.3, "y": 0, "x": 3.8}}`,
+		`{"arguments": "{\"x\": 0.3, \"y\": 0, \"x\": 3.8}"}`,
+	} {
+		status, out := h.do("POST", "/v1/tools/move_base_to/call", testTokens.Agent, raw)
+		require.Equal(t, http.StatusOK, status, string(out))
+		env := decodeEnv(t, out)
+		require.False(t, env.OK, raw)
+		require.Equal(t, "INVALID_PARAMS", string(env.Error.Type), raw)
+		require.Equal(t, "x", env.Error.Details["field"], raw)
+	}
+	require.Equal(t, "joints.elbow", duplicateKey([]byte(`{"joints": {"elbow": 1, "elbow": 2}}`)))
+	require.Equal(t, "a[1].b", duplicateKey([]byte(`{"a": [{"b": 1}, {"b": 1, "b": 2}]}`)))
+	require.Empty(t, duplicateKey([]byte(`{"a": {"b": 1}, "b": {"a": 1}}`)))
+	require.Zero(t, h.tasks.submits.Load(), "nothing was submitted")
+}

@@ -222,6 +222,9 @@ func decodeArguments(raw json.RawMessage) (map[string]any, *toolerr.Error) {
 		if err := json.Unmarshal(t, &m); err != nil {
 			return nil, argsError(string(t), "%s", jsonErrText(string(t), err))
 		}
+		if k := duplicateKey(t); k != "" {
+			return nil, duplicateKeyError(string(t), k)
+		}
 		return m, nil
 	case '"':
 		var s string

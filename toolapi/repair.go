@@ -1,6 +1,7 @@
 package toolapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ func extract(raw string, depth int) (map[string]any, []string, error) {
 	var repairs []string
 	// 1. Strict JSON.
 	if m, nested, ok := strictObject(s); ok {
+		if k := duplicateKey([]byte(s)); k != "" {
+			return nil, nil, duplicateKeyError(s, k)
+		}
 		return m, nil, nil
 	} else if nested != "" && depth < 2 {
 		m, r, err := extract(nested, depth+1)
@@ -292,3 +296,61 @@ func isIdentStart(c byte) bool {
 }
 
 func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+// duplicateKey is the dotted path of the first key an object of the JSON
+// text data holds twice ("" when none does, or data is not JSON).
+// encoding/json keeps the last of them silently; a filter in front of
+// the bridge that reads the first would see another target than the one
+// the robot gets, so the bridge never guesses which was meant.
+func duplicateKey(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(path string) (string, bool)
+	walk = func(path string) (string, bool) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			return "", true
+		}
+		switch d {
+		case '{':
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return "", false
+				}
+				k, _ := kt.(string)
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				if seen[k] {
+					return p, true
+				}
+				seen[k] = true
+				if dup, ok := walk(p); !ok || dup != "" {
+					return dup, ok
+				}
+			}
+		case '[':
+			for i := 0; dec.More(); i++ {
+				if dup, ok := walk(fmt.Sprintf("%s[%d]", path, i)); !ok || dup != "" {
+					return dup, ok
+				}
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", err == nil
+	}
+	dup, _ := walk("")
+	return dup
+}
+
+func duplicateKeyError(raw, key string) *toolerr.Error {
+	te := argsError(raw, "the key %q is given twice; say each argument once", key)
+	return te.With("field", key)
+}
