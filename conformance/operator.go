@@ -457,6 +457,9 @@ func (c *caseRun) approvedMotion(ctx context.Context, tool string, args map[stri
 		return false
 	}
 	c.led.approve(id, apr)
+	c.mu.Lock()
+	c.res.Approved++
+	c.mu.Unlock()
 	r.cl.http(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(fmt.Sprint(apr["id"]))+"/approve", r.tg.Operator, nil, []byte(`{"reason":"conformance: back to the start"}`), "")
 	st, err := r.waitTerminal(ctx, id, 30*time.Second)
 	if err != nil || st != "succeeded" {

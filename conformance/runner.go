@@ -74,8 +74,10 @@ type CaseResult struct {
 	// of them were, with the right type; RefusedOtherUnderChaos were
 	// refused with another type while a chaos fault was in force.
 	Refusals, RefusedAsExpected, RefusedOtherUnderChaos int
-	// Approved is how many motions the operator approved in the case,
-	// and Motions how many motion commands the robot accepted.
+	// Approved is how many motions the operator approved in the case
+	// (bringing the robot back to the start included), and Motions how
+	// many motion commands the robot accepted (recovery and multi-step
+	// motions included).
 	Approved, Motions int
 	// Chaos names the faults injected, with when.
 	Chaos []string
