@@ -328,7 +328,7 @@ func (s *Service) expiryReason(a *Approval) string {
 	if rb, ok := s.byID[a.RobotID]; ok {
 		return rb.expiryReason()
 	}
-	return fmt.Sprintf("no operator decided within %s", a.ExpiresAt.Sub(a.CreatedAt))
+	return "no operator decided within " + robot.FormatAge(a.ExpiresAt.Sub(a.CreatedAt))
 }
 
 // finishLocked applies a final status: it replaces the record, delivers the

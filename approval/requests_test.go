@@ -121,7 +121,7 @@ func TestExpiry_PendingRequestExpiresAndNeverAuthorizes(t *testing.T) {
 	// Then the decision is Expired, the request is recorded expired by the
 	// system at its expiry time, and nothing can approve it any more
 	d := decision(t, ch)
-	require.Equal(t, actions.Decision{Expired: true, Reason: "no operator decided within 1m0s", By: SystemActor}, d)
+	require.Equal(t, actions.Decision{Expired: true, Reason: "no operator decided within 60 s", By: SystemActor}, d)
 	a, err := f.svc.Get(id)
 	require.NoError(t, err)
 	require.Equal(t, StatusExpired, a.Status)

@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"fmt"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func (r *robotState) labelOf(id string) (string, bool) {
 }
 
 func (r *robotState) expiryReason() string {
-	return fmt.Sprintf("no operator decided within %s", r.approvalTTL)
+	return "no operator decided within " + robot.FormatAge(r.approvalTTL)
 }
 
 // Robots returns the ids of the robots the service decides for, in

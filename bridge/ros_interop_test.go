@@ -50,7 +50,8 @@ func TestROS_InteropRostopicSeesTheBridgesCommands(t *testing.T) {
 		// target in the configured frame, and std_msgs/Header heartbeats
 		require.NoError(t, goal.Wait(20*time.Second), goal.Output())
 		out := goal.Output()
-		for _, s := range []string{"goal_id:", `id: "robot_bridge-`, "target_pose:", `frame_id: "map"`, "x: 0.7", "y: -0.4"} {
+		// (the goal id names the task's command: "<command id>@<node>-…")
+		for _, s := range []string{"goal_id:", `id: "` + id + `-`, `@robot_bridge-`, "target_pose:", `frame_id: "map"`, "x: 0.7", "y: -0.4"} {
 			require.Contains(t, out, s, "rostopic echo /move_base/goal:\n%s", out)
 		}
 		require.NoError(t, beat.Wait(20*time.Second), beat.Output())
