@@ -343,7 +343,8 @@ func (c *caseRun) settle(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	// Stop whatever runs; clear the robot's faults.
-	r.cl.http(ctx, http.MethodPost, "/v1/tools/stop/call", op, nil, []byte(`{"session_id":"conformance-settle"}`), "")
+	stop, _ := json.Marshal(map[string]string{"session_id": r.settleSession()})
+	r.cl.http(ctx, http.MethodPost, "/v1/tools/stop/call", op, nil, stop, "")
 	r.sim.http(ctx, http.MethodDelete, "/faults", r.tg.SimToken, nil, nil, "")
 	c.mu.Lock()
 	tasks := append([]string(nil), c.tasks...)
@@ -444,7 +445,7 @@ func (c *caseRun) goHome(ctx context.Context) {
 // operator, then waits for it to end; it says whether it succeeded.
 func (c *caseRun) approvedMotion(ctx context.Context, tool string, args map[string]any) bool {
 	r := c.r
-	body, _ := json.Marshal(map[string]any{"arguments": args, "session_id": "conformance-settle"})
+	body, _ := json.Marshal(map[string]any{"arguments": args, "session_id": r.settleSession()})
 	a := r.cl.http(ctx, http.MethodPost, "/v1/tools/"+tool+"/call", r.tg.Agent, nil, body, "")
 	id, _ := lookup(a.body, "task.id").(string)
 	if id == "" {

@@ -749,7 +749,7 @@ func (r *Runner) waitTerminal(ctx context.Context, id string, within time.Durati
 	st := ""
 	for time.Now().Before(deadline) {
 		wait := min(time.Until(deadline), 10*time.Second).Milliseconds()
-		a := r.cl.http(ctx, http.MethodGet, fmt.Sprintf("/v1/tasks/%s?wait_ms=%d", url.PathEscape(id), wait), r.tg.Operator, nil, nil, "")
+		a := r.cl.http(ctx, http.MethodGet, fmt.Sprintf("/v1/tasks/%s?wait_ms=%d", url.PathEscape(id), wait), r.tg.Operator, r.ownSession(), nil, "")
 		if a.err != nil {
 			return st, a.err
 		}
@@ -773,7 +773,7 @@ func (r *Runner) waitStatus(ctx context.Context, id, status string, within time.
 	deadline := time.Now().Add(within)
 	st := ""
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		a := r.cl.http(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), r.tg.Operator, nil, nil, "")
+		a := r.cl.http(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), r.tg.Operator, r.ownSession(), nil, "")
 		if a.err != nil {
 			return st, a.err
 		}
@@ -787,6 +787,17 @@ func (r *Runner) waitStatus(ctx context.Context, id, status string, within time.
 		time.Sleep(5 * time.Millisecond)
 	}
 	return st, fmt.Errorf("was not %s in time", status)
+}
+
+// ownSession is the session of the runner's own reads and settling, one
+// per case it plays, so that a long run never spends one session's rate
+// or call budget (the bridge counts per credential and session).
+func (r *Runner) ownSession() map[string]string {
+	return map[string]string{"X-Session-Id": r.settleSession()}
+}
+
+func (r *Runner) settleSession() string {
+	return fmt.Sprintf("%s/runner-%d", r.run, r.seq.Load())
 }
 
 func terminal(st string) bool {
