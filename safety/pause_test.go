@@ -659,9 +659,10 @@ func TestAbort_AResumeAfterOrRacingTheAbortIsAConflict(t *testing.T) {
 			_, err := r.pause(v.ID, "hold")
 			require.NoError(t, err)
 			at := r.logLen()
+			id := v.ID
 			resumed := make(chan taskAnswer, 1)
 			resume := func() {
-				rv, err := r.run.Resume(context.Background(), v.ID, "operator-2")
+				rv, err := r.run.Resume(context.Background(), id, "operator-2")
 				resumed <- taskAnswer{rv, err}
 			}
 			if race {
