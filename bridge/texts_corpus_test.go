@@ -18,8 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/fsm"
+	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
