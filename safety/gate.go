@@ -160,7 +160,9 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	}
 	if before != nil {
 		if err := before(); err != nil {
-			if errors.Is(err, ErrAborted) {
+			if errors.Is(err, ErrAborted) || errors.Is(err, ErrMotionEnded) {
+				// Not a failed record: the motion is ending (an abort, a
+				// stop or the e-stop came first), and the error says so.
 				return err
 			}
 			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)

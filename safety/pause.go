@@ -150,6 +150,28 @@ func (a *activeMotion) drainLocked(err error) {
 	}
 }
 
+// endingLocked says what ends the motion of task taskID when something
+// already recorded does — an operator's abort, a stop request (the
+// agent's, an operator's, a revoked or expired grant), the e-stop or a
+// latched fault — as a clause for "task <id> …"; "" when nothing does.
+// A pause's resume must never race one of these: the motion loop takes
+// it at its next wake and the task ends through it. s.mu is held.
+func (s *Supervisor) endingLocked(taskID string) string {
+	if h, held := s.holdReq[taskID]; held && h.kind == holdAbort {
+		return "is being aborted"
+	}
+	if req, ok := s.stopRequestedLocked(taskID); ok {
+		return "is being stopped (" + req.detail() + ")"
+	}
+	if s.estop.Active {
+		return "was e-stopped"
+	}
+	if s.fault.Latched {
+		return "is being ended by a latched fault"
+	}
+	return ""
+}
+
 func notHeld(taskID, what string) *toolerr.Error {
 	return toolerr.New(toolerr.Conflict, "task %s %s", taskID, what).Wrap(ErrNotHeld).With("task_id", taskID)
 }
@@ -237,11 +259,12 @@ func (s *Supervisor) ResumeTask(ctx context.Context, taskID, by string) error {
 	case a.resuming:
 		s.mu.Unlock()
 		return notHeld(taskID, "is already being resumed")
-	case s.holdReq[taskID].kind == holdAbort:
-		// The abort is recorded and ends the motion: a resume now would
-		// only race it.
+	case s.endingLocked(taskID) != "":
+		// An abort, a stop, the e-stop or a latched fault is recorded and
+		// ends the motion: a resume now would only race it.
+		why := s.endingLocked(taskID)
 		s.mu.Unlock()
-		return notHeldEnded(taskID, "is being aborted")
+		return notHeldEnded(taskID, why)
 	case a.view.Phase != PhasePaused:
 		ph := a.view.Phase
 		s.mu.Unlock()
@@ -489,19 +512,21 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 					return robot.Command{}, r.trip(mkTrip(TripLinkDown, i, "the robot link went down while resuming "+step.Name+": "+se.err.Error(), err))
 				}
 				return robot.Command{}, r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+" on resume: "+se.err.Error(), err))
-			case errors.Is(err, ErrAborted):
-				// The abort came first: the loop takes it next and the
-				// task ends through it, never "stays paused".
-				s.mu.Lock()
-				r.a.resuming = false
-				s.mu.Unlock()
-				reply(rc.done, notHeldEnded(auth.TaskID, "is being aborted"))
 			default:
-				// Refused at the gate: nothing was sent and the task stays
-				// paused; the operator may try again or abort.
+				// Refused: nothing was sent. When an abort, a stop, the
+				// e-stop or a fault came first (the refusal may be the
+				// gate's ESTOP_ACTIVE, or the resume's record refused
+				// because the task left paused), the loop takes it next
+				// and the task ends through it: the answer says so, never
+				// "stays paused". Otherwise the task stays paused and the
+				// operator may try again or abort.
 				s.mu.Lock()
 				r.a.resuming = false
+				why := s.endingLocked(auth.TaskID)
 				s.mu.Unlock()
+				if why != "" {
+					err = notHeldEnded(auth.TaskID, why)
+				}
 				reply(rc.done, err)
 			}
 		}
@@ -516,34 +541,34 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 // command leaves. An abort recorded meanwhile wins: nothing is sent.
 func (s *Supervisor) sendResume(ctx context.Context, a Authorization, cmd robot.Command, before func() error) error {
 	a.resume = true
-	aborted := func() error {
+	ending := func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if h, held := s.holdReq[a.TaskID]; held && h.kind == holdAbort {
-			return h.refusal(a.TaskID)
+		if why := s.endingLocked(a.TaskID); why != "" {
+			return notHeldEnded(a.TaskID, why)
 		}
 		return nil
 	}
 	wrapped := func() error {
-		// An abort recorded before the resume is recorded wins before
-		// the resume's record is written.
-		if err := aborted(); err != nil {
+		// An abort, stop, e-stop or fault recorded before the resume is
+		// recorded wins before the resume's record is written.
+		if err := ending(); err != nil {
 			return err
 		}
 		if before != nil {
 			if err := before(); err != nil {
-				if aerr := aborted(); aerr != nil {
-					return aerr // the abort's transition came between
+				if eerr := ending(); eerr != nil {
+					return eerr // the ending's transition came between
 				}
 				return err
 			}
 		}
 		s.mu.Lock()
-		if h, held := s.holdReq[a.TaskID]; held && h.kind == holdAbort {
-			// Recorded as resumed, but the abort came first: the motion
-			// loop takes the abort next and ends the task through it.
+		if why := s.endingLocked(a.TaskID); why != "" {
+			// Recorded as resumed, but the motion's end came first: the
+			// motion loop takes it next and ends the task through it.
 			s.mu.Unlock()
-			return h.refusal(a.TaskID)
+			return notHeldEnded(a.TaskID, why)
 		}
 		delete(s.holdReq, a.TaskID)
 		if s.active != nil && s.active.view.TaskID == a.TaskID {

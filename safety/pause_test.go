@@ -645,6 +645,70 @@ func TestAbort_ExecutingTaskTakesTheFailedMotionPath(t *testing.T) {
 	require.Equal(t, toolerr.Conflict, toolerr.As(err).Type)
 }
 
+// Regression (conformance timing_races/resume-racing-agent-stop and
+// -estop): a resume that came after, or raced, the agent's stop or an
+// e-stop of a paused task was answered INTERNAL "the task stays paused:
+// internal error", "stays paused: the e-stop is latched" or "already
+// being resumed", while the task was ending through the stop. It is a
+// conflict saying how the task ended, and no command of the task follows
+// a refused resume.
+func TestResume_AfterOrRacingAStopOrEStopIsAConflict(t *testing.T) {
+	ends := []struct {
+		name string
+		end  func(r *rig)
+		want fsm.State
+	}{
+		{"stop", func(r *rig) {
+			_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
+			require.NoError(r.t, err)
+		}, fsm.Cancelled},
+		{"estop", func(r *rig) {
+			require.NoError(r.t, r.sup.EStop(context.Background(), "agent-1", "the agent presses"))
+		}, fsm.EStopped},
+	}
+	for _, tc := range ends {
+		for _, race := range []bool{false, true} {
+			t.Run(tc.name+"/"+map[bool]string{false: "after", true: "racing"}[race], func(t *testing.T) {
+				r := newRig(t)
+				v := r.moving(3.0)
+				_, err := r.pause(v.ID, "hold")
+				require.NoError(t, err)
+				at := r.logLen()
+				id := v.ID
+				resumed := make(chan taskAnswer, 1)
+				resume := func() {
+					rv, err := r.run.Resume(context.Background(), id, "operator-2")
+					resumed <- taskAnswer{rv, err}
+				}
+				if race {
+					go resume()
+				}
+				tc.end(r)
+				if !race {
+					go resume()
+				}
+				v = r.waitTerminal(v.ID, 30*time.Second)
+				got := receive(t, resumed, 10*time.Second, "the resume never answered")
+				if got.err == nil {
+					// The resume came first: the stop then ended the
+					// resumed motion.
+					require.True(t, race, "a resume after the %s was taken", tc.name)
+				} else {
+					te := toolerr.As(got.err)
+					require.Equal(t, toolerr.Conflict, te.Type, "%v", te)
+					require.NotContains(t, te.Message, "stays paused")
+					require.NotContains(t, te.Message, "already being resumed")
+					require.NotContains(t, te.Message, "internal error")
+				}
+				require.Equal(t, tc.want, v.Status, "%v", v.Error)
+				if got.err != nil {
+					require.Empty(t, r.commandsOfTaskSince(v.ID, at), "a command of the task after a refused resume")
+				}
+			})
+		}
+	}
+}
+
 // Regression (found by the conformance suite's timing races): a resume
 // that came after, or raced, an operator's abort of a paused task was
 // answered INTERNAL "the task stays paused: internal error", or "already
