@@ -430,20 +430,30 @@ func beforeStartError(tool string, req safety.StopRequest, where string) *tooler
 	return e
 }
 
+// estopEndedSuggestion is the suggestion of a task the e-stop ended. The
+// task's error is kept and replayed long after the press, so it must stay
+// true after an operator resets the e-stop: it does not say the e-stop
+// is latched now, only how to find out and what to do.
+const estopEndedSuggestion = "the e-stop ended this task; read get_robot_state to see whether it is still latched: only an operator can reset it, so tell the user and wait, and ask them before trying the task again"
+
 // estopBeforeStartError is the error of a task the e-stop ended before it
 // sent anything.
 func estopBeforeStartError(tool, by, reason, where string) *toolerr.Error {
-	return toolerr.New(toolerr.EStopActive, "%s",
+	e := toolerr.New(toolerr.EStopActive, "%s",
 		sentence(fmt.Sprintf("the e-stop was pressed by %s (%s) before %s started; nothing moved", who(by), orNone(reason), tool))+" "+now(where)).
 		Wrap(safety.ErrEStopActive)
+	e.Suggestion = estopEndedSuggestion
+	return e
 }
 
 // estopDuringError is the error of a task the e-stop ended during its
 // motion.
 func estopDuringError(tool, by, reason string, stopConfirmed bool, where string) *toolerr.Error {
-	return toolerr.New(toolerr.EStopActive, "%s",
+	e := toolerr.New(toolerr.EStopActive, "%s",
 		sentence(fmt.Sprintf("the e-stop was pressed by %s (%s) during %s; %s; no recovery motion while it is latched", who(by), orNone(reason), tool, stopWords(stopConfirmed)))+" "+now(where)).
 		Wrap(safety.ErrEStopActive)
+	e.Suggestion = estopEndedSuggestion
+	return e
 }
 
 // shutdownError is the error of a task the bridge's shutdown interrupted

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -507,4 +508,64 @@ func TestCall_ArgumentsWithAKeyGivenTwiceAreRefused(t *testing.T) {
 	require.Equal(t, "a[1].b", duplicateKey([]byte(`{"a": [{"b": 1}, {"b": 1, "b": 2}]}`)))
 	require.Empty(t, duplicateKey([]byte(`{"a": {"b": 1}, "b": {"a": 1}}`)))
 	require.Zero(t, h.tasks.submits.Load(), "nothing was submitted")
+}
+
+// gatedIdem holds the first Reserve made after arm until release.
+type gatedIdem struct {
+	IdempotencyStore
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedIdem) Reserve(ctx context.Context, key, tool, hash string) (IdemRecord, bool, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.IdempotencyStore.Reserve(ctx, key, tool, hash)
+}
+
+// Regression (conformance idempotency_abuse/hammer-one-key-with-two-
+// targets): while a call with a bound key and OTHER arguments was in
+// flight, a replay with the key's own arguments was refused CONFLICT
+// ("already used with different arguments") instead of answering with
+// the key's task: the conflicting request decided the answer of the
+// legitimate one.
+func TestIdempotency_AConflictingCallInFlightDoesNotRefuseAReplay(t *testing.T) {
+	g := &gatedIdem{entered: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, func(c *Conf) {
+		g.IdempotencyStore = NewMemIdempotencyStore(c.Clock, 24*time.Hour)
+		c.Idempotency = g
+	})
+	// Given a key bound to a task
+	a := map[string]any{"x": 1.0, "y": 2.0}
+	first := h.call("move_base_to", keyed("k", a))
+	require.True(t, first.OK, "%+v", first.Error)
+	// And a call of that key with other arguments, held in flight
+	g.armed.Store(true)
+	conflicting := make(chan testEnvelope, 1)
+	go func() { conflicting <- h.call("move_base_to", keyed("k", map[string]any{"x": 3.0, "y": 2.0})) }()
+	<-g.entered
+	// When the key's own call is replayed meanwhile
+	replay := make(chan testEnvelope, 1)
+	go func() { replay <- h.call("move_base_to", keyed("k", a)) }()
+	var got testEnvelope
+	select {
+	case got = <-replay:
+		// Answered while the other call was still in flight: it must
+		// be the replay, not the other call's conflict.
+		close(g.release)
+	case <-time.After(300 * time.Millisecond):
+		close(g.release)
+		got = <-replay
+	}
+	// Then the replay answers with the key's task, the other call is the
+	// CONFLICT, and nothing new was submitted
+	require.True(t, got.OK, "%+v", got.Error)
+	require.Equal(t, first.Task.ID, got.Task.ID)
+	c := <-conflicting
+	require.False(t, c.OK)
+	require.Equal(t, toolerr.Conflict, c.Error.Type)
+	require.EqualValues(t, 1, h.tasks.submits.Load())
 }

@@ -227,6 +227,7 @@ func TestValidation_Messages(t *testing.T) {
 		{"bad object id", "grasp", map[string]any{"object_id": "a b"}, "object_id", "matching"},
 		{"args to a no-arg tool", "release", map[string]any{"force": 1}, "force", "no arguments"},
 		{"wait too long", "get_task", map[string]any{"task_id": "t-1", "wait_ms": 1e9}, "wait_ms", "[0, 60000]"},
+		{"empty label", "describe_scene", map[string]any{"label": ""}, "label", "of 1 to 64 characters (not empty)"},
 	}
 	reg, err := NewRegistry(loadSimConfig(t))
 	require.NoError(t, err)

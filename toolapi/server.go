@@ -981,24 +981,34 @@ func (s *Server) pastApproval(ctx context.Context, u *unit, v actions.TaskView) 
 func (s *Server) submitOnce(ctx context.Context, p Principal, u *unit, r actions.Request, hash string, req CallRequest) (actions.TaskView, bool, error) {
 	scoped := p.Name + "\x00" + req.IdempotencyKey
 	s.flightMu.Lock()
-	if f, ok := s.flights[scoped]; ok {
-		s.flightMu.Unlock()
-		if f.hash != hash {
-			return actions.TaskView{}, false, conflict(req, r.Tool, IdemRecord{Tool: f.tool})
+	for {
+		f, ok := s.flights[scoped]
+		if !ok {
+			break
 		}
+		s.flightMu.Unlock()
 		select {
 		case <-f.done:
-			if f.err == nil {
-				v, err := u.tasks.Get(f.view.ID)
-				return v, true, err
-			}
-			return f.view, true, f.err
 		case <-ctx.Done():
 			return actions.TaskView{}, false, &toolerr.Error{
 				Type: toolerr.Unavailable, RetryAfter: time.Second, Err: ctx.Err(),
 				Message: fmt.Sprintf("the first request with the %s is still being processed", req.keyOrigin()),
 			}
 		}
+		if f.hash == hash {
+			// A duplicate of the request in flight shares its answer.
+			if f.err == nil {
+				v, err := u.tasks.Get(f.view.ID)
+				return v, true, err
+			}
+			return f.view, true, f.err
+		}
+		// A request with other arguments was in flight: it decides
+		// nothing for this one (it may itself be a conflicting replay).
+		// Once it is done, the key's stored record answers: a replay of
+		// the key's own arguments, or a CONFLICT naming what it is bound
+		// to.
+		s.flightMu.Lock()
 	}
 	f := &flight{hash: hash, tool: r.Tool, done: make(chan struct{})}
 	s.flights[scoped] = f

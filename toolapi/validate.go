@@ -278,8 +278,22 @@ func (t *Tool) allowedText(loc []string) string {
 		if p, ok := s["pattern"].(string); ok {
 			fmt.Fprintf(&b, " matching %s", p)
 		}
-		if n, ok := s["maxLength"]; ok {
-			fmt.Fprintf(&b, " of at most %v characters", n)
+		lo, hasLo := s["minLength"]
+		hi, hasHi := s["maxLength"]
+		if hasLo && fmt.Sprint(lo) == "0" {
+			hasLo = false
+		}
+		switch {
+		case hasLo && hasHi && fmt.Sprint(lo) == "1":
+			fmt.Fprintf(&b, " of 1 to %v characters (not empty)", hi)
+		case hasLo && hasHi:
+			fmt.Fprintf(&b, " of %v to %v characters", lo, hi)
+		case hasLo && fmt.Sprint(lo) == "1":
+			b.WriteString(" that is not empty")
+		case hasLo:
+			fmt.Fprintf(&b, " of at least %v characters", lo)
+		case hasHi:
+			fmt.Fprintf(&b, " of at most %v characters", hi)
 		}
 	case "object":
 		if names := t.fieldNames(loc); len(names) > 0 {
