@@ -7,6 +7,12 @@ DATA_DIR ?= ./var
 GOLANGCI_LINT_VERSION ?= v2.15.0
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
+# make bench / bench-compare: benchmark regex, packages, runs.
+BENCH ?= .
+PKGS ?= ./...
+COUNT ?= 1
+# bench-compare runs COUNT times each side when COUNT is given, else 5.
+BENCH_COMPARE_COUNT = $(if $(filter command line environment,$(origin COUNT)),$(COUNT),5)
 CRASH_ITERATIONS ?= 200
 CRASH_SEED ?=
 # Debian packages the integration tests meet for real: a ROS master and
@@ -43,8 +49,16 @@ lint: ## golangci-lint (pinned) + go mod tidy -diff
 	$(GO) mod tidy -diff
 
 .PHONY: bench
-bench: ## run every benchmark once (speed targets are ratios within one run)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+bench: ## run the benchmarks one package at a time (BENCH=regex, PKGS, COUNT, BENCHTIME); raw results to test-output/bench/bench.txt, then each target vs its same-run baseline
+	GO=$(GO) BENCH='$(BENCH)' PKGS='$(PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
+
+.PHONY: bench-report
+bench-report: ## print the targets again from test-output/bench/bench.txt (or FILE=...)
+	$(GO) run ./internal/benchreport $(or $(FILE),test-output/bench/bench.txt)
+
+.PHONY: bench-compare
+bench-compare: ## compare the working tree with BASE=<git ref> by benchstat (COUNT=5 runs each, interleaved; BENCH=regex, PKGS to narrow)
+	GO=$(GO) BASE='$(BASE)' BENCH='$(BENCH)' PKGS='$(PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(BENCH_COMPARE_COUNT) ./scripts/bench-compare.sh
 
 .PHONY: crash-loop
 crash-loop: ## kill -9 the real binary at random points CRASH_ITERATIONS times (default 200; CRASH_SEED replays) and check nothing is lost

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +18,8 @@ import (
 	"github.com/bluenviron/goroslib/v2/pkg/msgs/geometry_msgs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rosmsg"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -179,7 +184,8 @@ func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 
 func BenchmarkROS_StopLatency(b *testing.B) {
 	r := startBenchROS(b)
-	var cancels, twists []time.Duration
+	seen := map[string]bool{}
+	var cancels, twists, direct []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Stop → supervisor → driver: cancel-all on /move_base/cancel and a
@@ -194,13 +200,338 @@ func BenchmarkROS_StopLatency(b *testing.B) {
 		cancels = append(cancels, c.at.Sub(t0))
 		twists = append(twists, tw.at.Sub(t0))
 		require.Equal(b, true, env["ok"], "envelope: %v", env)
+
+		// The floor, interleaved: a goroslib publisher straight to the
+		// subscriber (direct_p50_ms, direct_p99_ms).
+		direct = append(direct, r.directSample(b, fmt.Sprintf("stop-direct-%d", i), seen))
 	}
 	b.StopTimer()
 	cp50, cp99 := rostest.Percentiles(cancels)
 	tp50, tp99 := rostest.Percentiles(twists)
+	d50, d99 := rostest.Percentiles(direct)
 	b.ReportMetric(cp50, "cancel_p50_ms")
 	b.ReportMetric(cp99, "cancel_p99_ms")
 	b.ReportMetric(tp50, "twist_p50_ms")
 	b.ReportMetric(tp99, "twist_p99_ms")
+	b.ReportMetric(d50, "direct_p50_ms")
+	b.ReportMetric(d99, "direct_p99_ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// directSample times one goroslib publish → subscribe through the same
+// master, the floor every ROS figure is read against.
+func (r *benchROS) directSample(b *testing.B, id string, seen map[string]bool) time.Duration {
+	m := &rosmsg.MoveBaseActionGoal{}
+	m.GoalId.Id = id
+	drain(r.direct)
+	t1 := time.Now()
+	r.pub.Write(m)
+	d := next(b, r.direct, t1, seen, "goal on /bench/goal")
+	return d.at.Sub(t1)
+}
+
+// BenchmarkROS_ApprovedCommandStages splits the approved-command path of
+// BenchmarkROS_ApprovedCommandLatency into stages, each measured through
+// the bridge's public entry points and interleaved within every
+// iteration so all see the same machine (ms unless the unit says):
+//
+//   - http_*: the HTTP call → goal at the subscriber (the figure of
+//     BenchmarkROS_ApprovedCommandLatency);
+//   - idem_*: the same with an idempotency_key (its record is committed
+//     before the task is created);
+//   - inproc_*: the bridge's handler called in-process (no loopback TCP,
+//     no HTTP client) → goal; inproc_resp_p50_ms is when the handler
+//     returned its response;
+//   - submit_*: Runner.Submit (no tool API: no auth, decoding, schema,
+//     envelope) → goal; submit_ret_p50_ms is when Submit returned;
+//   - state_http_p50_ms: a get_robot_state over HTTP (loopback HTTP, auth
+//     and envelope, no store, no driver);
+//   - commit_*: one durable transition committed on the bridge's own store
+//     (same file, same disk) while nothing else runs;
+//   - direct_*: a goroslib publish → subscribe (the floor);
+//   - store writes per command (http variant), read from the bridge's
+//     robot_bridge_store_write_duration_seconds: transition_commits/cmd,
+//     batch_commits/cmd (the asynchronous writer's task-view and
+//     safety-event batches), all before the goal reached the subscriber
+//     (…_pre/cmd, read as it arrived) and until the task ended; store_ms/cmd
+//     the time spent in them (waits for the one connection included);
+//   - allocs/cmd: heap allocations of the whole process from the
+//     in-process call until the task ended, less the background rate of
+//     an idle second (bg_allocs/ms: state streams, simulator node, watcher)
+//     — so it includes the simulator node's and the watcher's decoding of
+//     the goal, status and result; submit_allocs/cmd the same from Submit.
+func BenchmarkROS_ApprovedCommandStages(b *testing.B) {
+	r := startBenchROS(b)
+	ctx := context.Background()
+	seen := map[string]bool{}
+	st := r.b.Store()
+	require.NotNil(b, st)
+
+	// Background allocation rate while nothing is asked of the bridge.
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	idleStart := time.Now()
+	time.Sleep(time.Second)
+	runtime.ReadMemStats(&m1)
+	bgPerNS := float64(m1.Mallocs-m0.Mallocs) / float64(time.Since(idleStart).Nanoseconds())
+
+	type stage struct{ toGoal, toReturn []time.Duration }
+	var (
+		viaHTTP, viaIdem, viaInproc, viaSubmit stage
+		state, commit, direct                  []time.Duration
+		allocs, submitAllocs                   []float64
+		preW, allW                             []storeWrites
+	)
+	target := func() map[string]any {
+		s, _, ok := r.b.Supervisor().Latest()
+		require.True(b, ok)
+		return map[string]any{"x": s.Base.X, "y": s.Base.Y}
+	}
+	done := func(id string) {
+		v, err := r.b.Runner().Wait(ctx, id, 10*time.Second)
+		require.NoError(b, err)
+		require.Equal(b, "succeeded", string(v.Status), "task: %+v", v)
+	}
+	taskID := func(env map[string]any) string {
+		task, _ := env["task"].(map[string]any)
+		require.NotNil(b, task, "envelope: %v", env)
+		return task["id"].(string)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// HTTP, as the agent calls it; the store's writes counted.
+		args := target()
+		drain(r.goals)
+		w0 := readStoreWrites(b, r.b)
+		t0 := time.Now()
+		env := r.call(b, "move_base_to", map[string]any{"arguments": args, "session_id": fmt.Sprintf("stages-%d", i)})
+		a := next(b, r.goals, t0, seen, "goal on /move_base/goal")
+		wPre := readStoreWrites(b, r.b)
+		viaHTTP.toGoal = append(viaHTTP.toGoal, a.at.Sub(t0))
+		done(taskID(env))
+		_ = r.b.Store().Sync(ctx) // waits for the asynchronous writer
+		wAll := readStoreWrites(b, r.b)
+		preW, allW = append(preW, wPre.minus(w0)), append(allW, wAll.minus(w0))
+
+		// HTTP with an idempotency key.
+		args = target()
+		drain(r.goals)
+		t0 = time.Now()
+		env = r.call(b, "move_base_to", map[string]any{
+			"arguments": args, "session_id": fmt.Sprintf("stages-idem-%d", i), "idempotency_key": fmt.Sprintf("stages-key-%d", i),
+		})
+		a = next(b, r.goals, t0, seen, "goal on /move_base/goal")
+		viaIdem.toGoal = append(viaIdem.toGoal, a.at.Sub(t0))
+		done(taskID(env))
+
+		// The handler in-process: no TCP, no HTTP client.
+		raw, err := json.Marshal(map[string]any{"arguments": target(), "session_id": fmt.Sprintf("stages-inproc-%d", i)})
+		require.NoError(b, err)
+		drain(r.goals)
+		runtime.ReadMemStats(&m0)
+		req := httptest.NewRequest("POST", "/v1/tools/move_base_to/call", bytes.NewReader(raw))
+		req.Header.Set("Authorization", "Bearer "+rosAgentToken)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		t0 = time.Now()
+		r.b.Handler().ServeHTTP(rec, req)
+		t1 := time.Now()
+		a = next(b, r.goals, t0, seen, "goal on /move_base/goal")
+		env = map[string]any{}
+		id := ""
+		if json.Unmarshal(rec.Body.Bytes(), &env) == nil {
+			id = taskID(env)
+		}
+		require.NotEmpty(b, id, "response %d: %s", rec.Code, rec.Body.String())
+		done(id)
+		runtime.ReadMemStats(&m1)
+		allocs = append(allocs, float64(m1.Mallocs-m0.Mallocs)-bgPerNS*float64(time.Since(t0).Nanoseconds()))
+		viaInproc.toGoal = append(viaInproc.toGoal, a.at.Sub(t0))
+		viaInproc.toReturn = append(viaInproc.toReturn, t1.Sub(t0))
+
+		// The runner alone.
+		args = target()
+		drain(r.goals)
+		runtime.ReadMemStats(&m0)
+		t0 = time.Now()
+		v, err := r.b.Runner().Submit(ctx, actions.Request{Tool: "move_base_to", Arguments: args, Principal: "agent", SessionID: fmt.Sprintf("stages-submit-%d", i)})
+		t1 = time.Now()
+		require.NoError(b, err)
+		a = next(b, r.goals, t0, seen, "goal on /move_base/goal")
+		done(v.ID)
+		runtime.ReadMemStats(&m1)
+		submitAllocs = append(submitAllocs, float64(m1.Mallocs-m0.Mallocs)-bgPerNS*float64(time.Since(t0).Nanoseconds()))
+		viaSubmit.toGoal = append(viaSubmit.toGoal, a.at.Sub(t0))
+		viaSubmit.toReturn = append(viaSubmit.toReturn, t1.Sub(t0))
+
+		// A state call over HTTP: the tool API's floor.
+		t0 = time.Now()
+		env = r.call(b, "get_robot_state", map[string]any{"arguments": map[string]any{}, "session_id": fmt.Sprintf("stages-state-%d", i)})
+		state = append(state, time.Since(t0))
+		require.Equal(b, true, env["ok"], "envelope: %v", env)
+
+		// One durable transition on the bridge's store (a task of its own).
+		t0 = time.Now()
+		require.NoError(b, st.RecordTransition(ctx, actions.TransitionRecord{
+			TaskID: fmt.Sprintf("bench-commit-%d", i), Tool: "move_base_to", Arguments: args,
+			To: fsm.Requested, At: t0, By: "bench", Reason: "benchmark write",
+		}))
+		commit = append(commit, time.Since(t0))
+
+		direct = append(direct, r.directSample(b, fmt.Sprintf("stages-direct-%d", i), seen))
+	}
+	b.StopTimer()
+	report := func(name string, d []time.Duration, p99 bool) {
+		p50, p := rostest.Percentiles(d)
+		b.ReportMetric(p50, name+"_p50_ms")
+		if p99 {
+			b.ReportMetric(p, name+"_p99_ms")
+		}
+	}
+	report("http", viaHTTP.toGoal, true)
+	report("idem", viaIdem.toGoal, true)
+	report("inproc", viaInproc.toGoal, true)
+	report("inproc_resp", viaInproc.toReturn, false)
+	report("submit", viaSubmit.toGoal, true)
+	report("submit_ret", viaSubmit.toReturn, false)
+	report("state_http", state, false)
+	report("commit", commit, true)
+	report("direct", direct, true)
+	pre, all := meanWrites(preW), meanWrites(allW)
+	b.ReportMetric(pre.n["transition"], "transition_commits_pre/cmd")
+	b.ReportMetric(pre.n["batch"], "batch_commits_pre/cmd")
+	b.ReportMetric(all.n["transition"], "transition_commits/cmd")
+	b.ReportMetric(all.n["batch"], "batch_commits/cmd")
+	b.ReportMetric(all.total(), "store_ms/cmd")
+	b.ReportMetric(median(allocs), "allocs/cmd")
+	b.ReportMetric(median(submitAllocs), "submit_allocs/cmd")
+	b.ReportMetric(bgPerNS*1e6, "bg_allocs/ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// storeWrites is the bridge's store write histogram: commits and seconds
+// by kind (transition, batch, idempotency, …).
+type storeWrites struct {
+	n   map[string]float64
+	sec map[string]float64
+}
+
+func readStoreWrites(b *testing.B, br *Bridge) storeWrites {
+	mfs, err := br.reg.Gather()
+	require.NoError(b, err)
+	w := storeWrites{n: map[string]float64{}, sec: map[string]float64{}}
+	for _, mf := range mfs {
+		if mf.GetName() != "robot_bridge_store_write_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			op := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					op = l.GetValue()
+				}
+			}
+			w.n[op] += float64(m.GetHistogram().GetSampleCount())
+			w.sec[op] += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return w
+}
+
+func (w storeWrites) minus(o storeWrites) storeWrites {
+	d := storeWrites{n: map[string]float64{}, sec: map[string]float64{}}
+	for k, v := range w.n {
+		d.n[k] = v - o.n[k]
+	}
+	for k, v := range w.sec {
+		d.sec[k] = v - o.sec[k]
+	}
+	return d
+}
+
+// total is the time in all writes, in ms.
+func (w storeWrites) total() float64 {
+	t := 0.0
+	for _, v := range w.sec {
+		t += v
+	}
+	return t * 1000
+}
+
+func meanWrites(ws []storeWrites) storeWrites {
+	m := storeWrites{n: map[string]float64{}, sec: map[string]float64{}}
+	for _, w := range ws {
+		for k, v := range w.n {
+			m.n[k] += v / float64(len(ws))
+		}
+		for k, v := range w.sec {
+			m.sec[k] += v / float64(len(ws))
+		}
+	}
+	return m
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkToolCallAllocs counts the heap allocations of one tool call on
+// the server side: the bridge's handler (on the simulator config) called
+// in-process with a recorder, so no client and no socket are counted;
+// bare_handler is the same request and recorder against a handler that
+// writes the same bytes (the harness's own allocations). The bridge's
+// simulator and state streams run meanwhile: their allocations are a
+// fraction of one per call at these rates.
+func BenchmarkToolCallAllocs(b *testing.B) {
+	cfg, err := hwconfig.Load("../hw-configs/sim-mobile-manipulator.yaml")
+	require.NoError(b, err)
+	cfg.Sim.FalsePositiveRate = 0
+	require.NoError(b, cfg.Validate())
+	br := newTestBridge(b, cfg, nil)
+	require.Eventually(b, func() bool { return br.ready(context.Background()) == nil }, 15*time.Second, 10*time.Millisecond)
+	// Sessions rotate so the per-session rate limit (20/s, burst 40)
+	// never answers; each one's bookkeeping is created in the warm-up.
+	const sessions = 4096
+	bodies := make([][]byte, sessions)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, `{"arguments": {}, "session_id": "alloc-%d"}`, i)
+	}
+	call := func(h http.Handler, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/v1/tools/get_robot_state/call", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testAgentTok)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, body := range bodies {
+		call(br.Handler(), body)
+	}
+	same := call(br.Handler(), bodies[0]).Body.Bytes()
+	require.Contains(b, string(same), `"ok":true`)
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(same)
+	})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"get_robot_state", br.Handler()}, {"bare_handler", bare}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			var last *httptest.ResponseRecorder
+			for b.Loop() {
+				last = call(c.h, bodies[i%sessions])
+				i++
+			}
+			require.Contains(b, last.Body.String(), `"ok":true`, "the last call was refused")
+		})
+	}
 }
