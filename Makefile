@@ -49,16 +49,26 @@ lint: ## golangci-lint (pinned) + go mod tidy -diff
 	$(GO) mod tidy -diff
 
 .PHONY: bench
-bench: ## run the benchmarks one package at a time (BENCH=regex, PKGS, COUNT, BENCHTIME); raw results to test-output/bench/bench.txt, then each target vs its same-run baseline
+bench: test-deps ## run every benchmark, one package at a time (BENCH=regex, PKGS, COUNT, BENCHTIME; ~40 min); raw results to test-output/bench/bench.txt, then each target vs its same-run baseline
 	GO=$(GO) BENCH='$(BENCH)' PKGS='$(PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
+
+# The benchmarks behind the targets of issue 19 (what bench-targets runs).
+BENCH_TARGETS := ^(BenchmarkROS_ApprovedCommandLatency|BenchmarkROS_ApprovedCommandStages|BenchmarkROS_StopLatency|BenchmarkToolCallAllocs|BenchmarkGetRobotState_HTTPvsBare|BenchmarkTransitionWrite|BenchmarkIdleRSS)$$
+BENCH_TARGET_PKGS := ./bridge ./toolapi ./store ./internal/benchreport
+
+.PHONY: bench-targets
+bench-targets: test-deps ## only the benchmarks behind the issue-19 targets (a few minutes), same output as bench
+	GO=$(GO) BENCH='$(BENCH_TARGETS)' PKGS='$(BENCH_TARGET_PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ALL_TARGETS=1 ./scripts/bench.sh
 
 .PHONY: bench-report
 bench-report: ## print the targets again from test-output/bench/bench.txt (or FILE=...)
 	$(GO) run ./internal/benchreport $(or $(FILE),test-output/bench/bench.txt)
 
 .PHONY: bench-compare
-bench-compare: ## compare the working tree with BASE=<git ref> by benchstat (COUNT=5 runs each, interleaved; BENCH=regex, PKGS to narrow)
-	GO=$(GO) BASE='$(BASE)' BENCH='$(BENCH)' PKGS='$(PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(BENCH_COMPARE_COUNT) ./scripts/bench-compare.sh
+bench-compare: test-deps ## compare the working tree with BASE=<git ref> by benchstat (COUNT=5 runs each, interleaved; BENCH=regex or BENCH=targets, PKGS to narrow)
+	GO=$(GO) BASE='$(BASE)' BENCHTIME=$(BENCHTIME) COUNT=$(BENCH_COMPARE_COUNT) \
+	  BENCH='$(if $(filter targets,$(BENCH)),$(BENCH_TARGETS),$(BENCH))' \
+	  PKGS='$(if $(filter targets,$(BENCH)),$(BENCH_TARGET_PKGS),$(PKGS))' ./scripts/bench-compare.sh
 
 .PHONY: crash-loop
 crash-loop: ## kill -9 the real binary at random points CRASH_ITERATIONS times (default 200; CRASH_SEED replays) and check nothing is lost

@@ -9,7 +9,8 @@
 #
 #   go run golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION base=… head=…
 #
-# prints the comparison, and internal/benchreport the targets of each.
+# prints the comparison, and internal/benchreport the targets the selection
+# covers: base figure, head figure, change, and the head's verdict.
 #
 # Variables:
 #   BASE       git ref to compare against (required)
@@ -107,11 +108,7 @@ echo
 
 "$GO" run "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION" "base=$base_txt" "head=$head_txt"
 echo
-echo "== base ($BASE)"
-"$GO" run ./internal/benchreport "$base_txt" || true
-echo
-echo "== head (working tree)"
-"$GO" run ./internal/benchreport "$head_txt" || true
+"$GO" run ./internal/benchreport -present -base "$base_txt" "$head_txt" || true
 if [ "$failed" -ne 0 ]; then
 	echo "bench-compare: a benchmark failed (see FAIL in $base_txt / $head_txt)" >&2
 	exit 1

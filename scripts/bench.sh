@@ -14,6 +14,8 @@
 #   OUT        raw output file (default test-output/bench/bench.txt)
 #   BENCH_TIMEOUT  go test -timeout per package (default 90m)
 #   STRICT=1   exit 1 when a target is MISS or MISSING
+#   ALL_TARGETS=1  report every target even with a narrowed BENCH/PKGS
+#              (make bench-targets)
 #
 # The exit status is go test's (a failed or missing benchmark fails the
 # run); a MISS only with STRICT=1: the machine is shared, the figures
@@ -43,9 +45,12 @@ echo >&2
 echo "bench: $(($(date +%s) - start)) s; raw results (benchstat format) in $OUT" >&2
 echo
 
-strict=()
-if [ "${STRICT:-}" = 1 ]; then strict=(-strict); fi
-"$GO" run ./internal/benchreport "${strict[@]}" "$OUT"
+flags=()
+if [ "${STRICT:-}" = 1 ]; then flags+=(-strict); fi
+# A narrowed selection reports only the targets it ran (make bench-targets
+# runs them all: ALL_TARGETS=1 keeps a missing one in the report).
+if [ "${ALL_TARGETS:-}" != 1 ] && { [ "$BENCH" != . ] || [ "$PKGS" != ./... ]; }; then flags+=(-present); fi
+"$GO" run ./internal/benchreport "${flags[@]}" "$OUT"
 report=$?
 if [ "$rc" -ne 0 ]; then
 	echo "bench: go test failed (exit $rc): see the FAIL lines in $OUT" >&2
