@@ -17,6 +17,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/store/pgtest"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -97,7 +98,7 @@ func (bc *benchCluster) process() *rostest.Proc {
 	bc.tb.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(bc.tb))
 	env := append(os.Environ(), "ROBOT_BRIDGE_AGENT_TOKEN="+testAgentToken, "ROBOT_BRIDGE_OPERATOR_TOKEN="+testOperatorToken)
-	p := rostest.Start(bc.tb, env, robotBridgeBinary(bc.tb), "serve", "--config", bc.cfgPath, "--listen", addr,
+	p := rostest.Start(bc.tb, env, testbin.RobotBridge(bc.tb), "serve", "--config", bc.cfgPath, "--listen", addr,
 		"--data-dir", filepath.Join(bc.dir, "a"), "--store", "postgres", "--store-dsn-file", bc.dsnFile,
 		"--bridge-id", "a", "--claim", strings.Join(bc.ids[:2], ","), "--log-level", "warn")
 	bc.a = "http://" + addr

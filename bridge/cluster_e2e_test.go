@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/store"
 	"github.com/robot-bridge/robot-bridge/store/pgtest"
@@ -49,7 +50,7 @@ const clusterRobots = 20
 
 func startCluster(t *testing.T) *clusterRig {
 	t.Helper()
-	bin := robotBridgeBinary(t)
+	bin := testbin.RobotBridge(t)
 	pg := pgtest.New(t)
 	dsn := pg.CreateDB(t)
 	br := mqtttest.StartBroker(t)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -39,33 +39,6 @@ type fleetHarness struct {
 	simC   *http.Client
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// robotBridgeBinary builds cmd/robot-bridge once per test binary (without
-// the race detector: it plays the robots, it is not under test here).
-func robotBridgeBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bridge-fleet-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "robot-bridge")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/robot-bridge").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ../cmd/robot-bridge: %w: %s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 // startSimRobots writes cfg to a file and runs its robots as
 // `robot-bridge sim --transport mqtt` on broker url, in a process of its
 // own: it returns the config's path, the sim's HTTP API and the process.
@@ -76,7 +49,7 @@ func startSimRobots(tb testing.TB, cfg *hwconfig.Config, url string) (string, st
 	path := filepath.Join(tb.TempDir(), "fleet.yaml")
 	require.NoError(tb, os.WriteFile(path, raw, 0o600))
 	addr := "127.0.0.1:" + strconv.Itoa(rostest.FreePort(tb))
-	proc := rostest.Start(tb, os.Environ(), robotBridgeBinary(tb), "sim", "--transport", "mqtt", "--broker", url,
+	proc := rostest.Start(tb, os.Environ(), testbin.RobotBridge(tb), "sim", "--transport", "mqtt", "--broker", url,
 		"--config", path, "--listen", addr, "--log-level", "warn")
 	return path, "http://" + addr, proc
 }
@@ -85,7 +58,7 @@ func startSimRobots(tb testing.TB, cfg *hwconfig.Config, url string) (string, st
 // is a fleet of n robots, and the n simulated robots in their process.
 func startFleet(t *testing.T, n int, embedded bool) *fleetHarness {
 	t.Helper()
-	robotBridgeBinary(t) // built before anything starts: the build takes a while
+	testbin.RobotBridge(t) // built before anything starts: the build takes a while
 	var url string
 	cfg := mqttTestConfig(t, func(c *hwconfig.Config) {
 		if embedded {

@@ -3,14 +3,11 @@ package conformance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/robot-bridge/robot-bridge/bridge"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
 )
 
@@ -111,35 +109,11 @@ func inprocTarget(tb testing.TB) (Target, *bridge.Bridge) {
 	}, b
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// robotBridgeBinary builds cmd/robot-bridge once per test binary.
-func robotBridgeBinary(tb testing.TB) string {
-	tb.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "conformance-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "robot-bridge")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/robot-bridge").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ../cmd/robot-bridge: %w: %s", err, out)
-		}
-	})
-	require.NoError(tb, binErr)
-	return binPath
-}
-
 // rosTarget is the bridge over Debian's ROS master, the simulator as its
 // own process (robot-bridge sim --transport ros).
 func rosTarget(tb testing.TB) Target {
 	tb.Helper()
-	bin := robotBridgeBinary(tb)
+	bin := testbin.RobotBridge(tb)
 	m := rostest.StartMaster(tb)
 	cfg := robotConfig(tb)
 	ros, err := hwconfig.Load(filepath.Join("..", "hw-configs", "ros-sim.yaml"))

@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -50,7 +51,7 @@ func newMQTTEnv(t *testing.T) *mqttEnv {
 	t.Parallel()
 	raw, err := os.ReadFile("../hw-configs/mqtt-sim.yaml")
 	require.NoError(t, err)
-	return &mqttEnv{broker: mqtttest.StartBroker(t), bin: robotBridgeBinary(t), cfgText: string(raw)}
+	return &mqttEnv{broker: mqtttest.StartBroker(t), bin: testbin.RobotBridge(t), cfgText: string(raw)}
 }
 
 // newRig builds a rig over MQTT: a fresh simulator process on a prefix of

@@ -645,24 +645,31 @@ func TestAbort_ExecutingTaskTakesTheFailedMotionPath(t *testing.T) {
 	require.Equal(t, toolerr.Conflict, toolerr.As(err).Type)
 }
 
-// Regression (conformance timing_races/resume-racing-agent-stop and
-// -estop): a resume that came after, or raced, the agent's stop or an
-// e-stop of a paused task was answered INTERNAL "the task stays paused:
-// internal error", "stays paused: the e-stop is latched" or "already
-// being resumed", while the task was ending through the stop. It is a
-// conflict saying how the task ended, and no command of the task follows
-// a refused resume.
-func TestResume_AfterOrRacingAStopOrEStopIsAConflict(t *testing.T) {
+// Regression (found by the conformance suite's timing races, e.g.
+// timing_races/resume-racing-agent-stop and -estop): a resume that came
+// after, or raced, an operator's abort, the agent's stop or an e-stop of
+// a paused task was answered INTERNAL "the task stays paused: internal
+// error", "stays paused: the e-stop is latched" or "already being
+// resumed", while the task was ending through what came first. It is a
+// conflict saying the task is ending, the task ends as that end says,
+// and no command of the task but its recovery follows a refused resume.
+func TestResume_AfterOrRacingWhatEndsThePausedTaskIsAConflict(t *testing.T) {
 	ends := []struct {
 		name string
-		end  func(r *rig)
+		end  func(r *rig, id string)
 		want fsm.State
 	}{
-		{"stop", func(r *rig) {
+		{"abort", func(r *rig, id string) {
+			_, err := r.answer("the abort", func() (actions.TaskView, error) {
+				return r.run.Abort(context.Background(), id, "operator-1", "wrong room")
+			})
+			require.NoError(r.t, err)
+		}, fsm.Recovered},
+		{"stop", func(r *rig, _ string) {
 			_, err := r.run.Stop(context.Background(), "agent-1", "the user said stop")
 			require.NoError(r.t, err)
 		}, fsm.Cancelled},
-		{"estop", func(r *rig) {
+		{"estop", func(r *rig, _ string) {
 			require.NoError(r.t, r.sup.EStop(context.Background(), "agent-1", "the agent presses"))
 		}, fsm.EStopped},
 	}
@@ -683,15 +690,15 @@ func TestResume_AfterOrRacingAStopOrEStopIsAConflict(t *testing.T) {
 				if race {
 					go resume()
 				}
-				tc.end(r)
+				tc.end(r, id)
 				if !race {
 					go resume()
 				}
-				v = r.waitTerminal(v.ID, 30*time.Second)
+				v = r.waitTerminal(id, 30*time.Second)
 				got := receive(t, resumed, 10*time.Second, "the resume never answered")
 				if got.err == nil {
-					// The resume came first: the stop then ended the
-					// resumed motion.
+					// The resume came first: what ended the task then
+					// ended the resumed motion.
 					require.True(t, race, "a resume after the %s was taken", tc.name)
 				} else {
 					te := toolerr.As(got.err)
@@ -701,63 +708,13 @@ func TestResume_AfterOrRacingAStopOrEStopIsAConflict(t *testing.T) {
 					require.NotContains(t, te.Message, "internal error")
 				}
 				require.Equal(t, tc.want, v.Status, "%v", v.Error)
-				if got.err != nil {
-					require.Empty(t, r.commandsOfTaskSince(v.ID, at), "a command of the task after a refused resume")
+				for _, e := range r.commandsOfTaskSince(id, at) {
+					_, rec := taskOfCommand(e.ID)
+					if !rec {
+						require.Nil(t, got.err, "command %s of the task after a refused resume", e.ID)
+					}
 				}
 			})
 		}
-	}
-}
-
-// Regression (found by the conformance suite's timing races): a resume
-// that came after, or raced, an operator's abort of a paused task was
-// answered INTERNAL "the task stays paused: internal error", or "already
-// being resumed", while the task was ending through the abort. It is a
-// conflict saying how the task ended, and nothing of the task but its
-// recovery follows the abort.
-func TestAbort_AResumeAfterOrRacingTheAbortIsAConflict(t *testing.T) {
-	for _, race := range []bool{false, true} {
-		t.Run(map[bool]string{false: "after", true: "racing"}[race], func(t *testing.T) {
-			r := newRig(t)
-			v := r.moving(3.0)
-			_, err := r.pause(v.ID, "hold")
-			require.NoError(t, err)
-			at := r.logLen()
-			id := v.ID
-			resumed := make(chan taskAnswer, 1)
-			resume := func() {
-				rv, err := r.run.Resume(context.Background(), id, "operator-2")
-				resumed <- taskAnswer{rv, err}
-			}
-			if race {
-				go resume()
-			}
-			_, err = r.answer("the abort", func() (actions.TaskView, error) {
-				return r.run.Abort(context.Background(), v.ID, "operator-1", "wrong room")
-			})
-			require.NoError(t, err)
-			if !race {
-				go resume()
-			}
-			v = r.waitTerminal(v.ID, 30*time.Second)
-			got := receive(t, resumed, 10*time.Second, "the resume never answered")
-			if got.err == nil {
-				// The resume came first: the abort then ended the
-				// resumed motion.
-				require.True(t, race)
-			} else {
-				te := toolerr.As(got.err)
-				require.Equal(t, toolerr.Conflict, te.Type, "%v", te)
-				require.NotContains(t, te.Message, "stays paused")
-				require.NotContains(t, te.Message, "already being resumed")
-			}
-			require.Equal(t, fsm.Recovered, v.Status, "%v", v.Error)
-			for _, e := range r.commandsOfTaskSince(v.ID, at) {
-				_, rec := taskOfCommand(e.ID)
-				if !rec {
-					require.Nil(t, got.err, "command %s of the task after a refused resume", e.ID)
-				}
-			}
-		})
 	}
 }

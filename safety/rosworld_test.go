@@ -38,7 +38,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,6 +52,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/internal/testbin"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/sim"
 	"github.com/robot-bridge/robot-bridge/transport/ros"
@@ -83,45 +83,10 @@ var rosSeeds = flag.Int("ros.seeds", 10, "seeded sequences the property test dri
 // lateness was 19 ms. The ROS tests log every value they check.
 const rosBudget = 50 * time.Millisecond
 
-// robot-bridge built once per test binary.
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildDir  string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir) // a temp dir; nothing else lives there
-	}
+	testbin.Cleanup()
 	os.Exit(code)
-}
-
-// robotBridgeBinary builds cmd/robot-bridge once per test binary.
-func robotBridgeBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-		}
-		if buildDir, buildErr = os.MkdirTemp("", "safety-ros-"); buildErr != nil {
-			return
-		}
-		bin := filepath.Join(buildDir, "robot-bridge")
-		out, err := exec.Command(goBin, "build", "-o", bin, "../cmd/robot-bridge").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ../cmd/robot-bridge: %w: %s", err, out)
-			return
-		}
-		buildBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
 }
 
 // rosEnv is the rosmaster and binary the ROS rigs of one top-level test
@@ -143,7 +108,7 @@ func newROSEnv(t *testing.T) *rosEnv {
 	t.Parallel()
 	cfgPath, err := filepath.Abs("../hw-configs/ros-sim.yaml")
 	require.NoError(t, err)
-	bin := robotBridgeBinary(t)
+	bin := testbin.RobotBridge(t)
 	return &rosEnv{master: rostest.StartMaster(t), bin: bin, cfgPath: cfgPath}
 }
 
