@@ -1163,12 +1163,21 @@ const maxStopReason = 200
 // to the operator with the approval request. nil when both are clean.
 func idCharsError(req CallRequest) *toolerr.Error {
 	for _, f := range []struct{ name, v string }{{"session_id", req.SessionID}, {"idempotency_key", req.IdempotencyKey}} {
-		if strings.IndexFunc(f.v, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0 || !utf8.ValidString(f.v) {
+		bad := func(r rune) bool { return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+		if i := strings.IndexFunc(f.v, bad); i >= 0 {
+			// Say which character, and where: the value is shown cut
+			// and escaped, so the offending character itself may not be
+			// in it.
+			r, _ := utf8.DecodeRuneInString(f.v[i:])
+			what := fmt.Sprintf("%U", r)
+			if r == utf8.RuneError {
+				what = "a byte that is not UTF-8"
+			}
 			v := f.v
 			if len(v) > 32 {
-				v = v[:32] + "…"
+				v = strings.ToValidUTF8(v[:32], "") + "…"
 			}
-			return fieldError(f.name, strconv.QuoteToASCII(v), "printable characters only (no line break, control or bidi character), at most 256")
+			return fieldError(f.name, fmt.Sprintf("%s (%s at byte %d)", strconv.QuoteToASCII(v), what, i), "printable characters only (no line break, control or bidi character), at most 256")
 		}
 	}
 	return nil
