@@ -449,3 +449,46 @@ func TestDriver_LabelsAndHeartbeatFromTheConfig(t *testing.T) {
 		})
 	}
 }
+
+// A detector that sets its class_labels parameter after the bridge has
+// connected (it started later, or advertised its topics first) is named
+// once the parameter appears: the driver asks for it again every second
+// until it is set, instead of calling every object class_<id> for the
+// whole session.
+func TestDriver_ClassLabelsSetAfterTheDriverConnectedAreRead(t *testing.T) {
+	// Given the simulator node, whose class_labels parameter is not set
+	// when the driver connects
+	m := rostest.StartMaster(t)
+	cfg := loadConfig(t, "ros-sim.yaml", m.URI, nil)
+	n, err := simnode.New(simnode.Conf{Config: cfg, Env: rosIP, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(func() { _ = n.Close() })
+	params := m.Params("/test_labels")
+	name := ros.LabelsParam(cfg.Transport.ROS.DetectionsTopic)
+	csv, err := params.GetParamString(name)
+	require.NoError(t, err, "the simulator node sets %s", name)
+	require.NoError(t, params.DeleteParam(name))
+	d := newDriver(t, cfg, nil)
+	startDriver(t, d)
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		st, _ := d.Latest()
+		return len(st.Detections) > 0
+	}, "no detections")
+	st, _ := d.Latest()
+	for _, det := range st.Detections {
+		require.True(t, strings.HasPrefix(det.Label, "class_"), "named %q without a parameter", det.Label)
+	}
+	// When the detector sets it
+	require.NoError(t, params.SetParamString(name, csv))
+	// Then the objects are named by it
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		st, _ := d.Latest()
+		for _, det := range st.Detections {
+			if det.Label == "cup" {
+				return true
+			}
+		}
+		return false
+	}, "the class labels set after the driver connected were never read")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/bluenviron/goroslib/v2"
@@ -42,6 +43,10 @@ type session struct {
 	base   *moveBaseClient
 	arm    *armClient
 	grip   *gripperClient
+	// done ends the session's own goroutines (the wait for the class
+	// labels parameter); wg waits for them.
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 // NodeConf returns goroslib's node configuration for a node named name on
@@ -67,6 +72,7 @@ func (d *Driver) connect() (*session, error) {
 		node:   node,
 		master: apimaster.NewClient(d.set.master, "/"+n.node, hc),
 		param:  apiparam.NewClient(d.set.master, "/"+n.node, hc),
+		done:   make(chan struct{}),
 	}
 	fail := func(what string, err error) (*session, error) {
 		s.close()
@@ -158,13 +164,45 @@ func (d *Driver) connect() (*session, error) {
 			d.setLabelList(d.set.rc.ClassLabels)
 		} else if v, err := s.param.GetParamString(n.labels); err == nil {
 			d.setLabels(v)
+		} else {
+			// The detector may set its parameter after the bridge
+			// connects (it starts later, or advertises first): until it
+			// is read, objects are named class_<id>, and the parameter
+			// is asked for again every second.
+			d.setLabelList(nil)
+			s.wg.Go(func() { s.waitLabels(d, n.labels) })
 		}
 	}
 	return s, nil
 }
 
+// labelsRetry is how often a session asks again for a class labels
+// parameter that was not set when it connected.
+const labelsRetry = time.Second
+
+// waitLabels reads the class labels parameter name every labelsRetry
+// until it is set or the session ends.
+func (s *session) waitLabels(d *Driver, name string) {
+	t := time.NewTicker(labelsRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if v, err := s.param.GetParamString(name); err == nil {
+			d.setLabels(v)
+			d.log.Info("ros: class labels read", "param", name)
+			return
+		}
+	}
+}
+
 // close ends the session; it is bounded by goroslib's short timeouts.
 func (s *session) close() {
+	close(s.done)
+	s.wg.Wait()
 	if s.grip != nil {
 		s.grip.Close()
 	}

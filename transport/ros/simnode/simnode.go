@@ -346,6 +346,16 @@ func (n *Node) connect() (*session, error) {
 		return goroslib.NewPublisher(goroslib.PublisherConf{Node: node, Topic: topic, Msg: msg})
 	}
 	t := n.topics
+	if n.cfg.HasCamera() && t.detections != "" {
+		// The class names before any topic: a bridge reads them when it
+		// connects, which it may do as soon as it finds the robot's
+		// state topics (it asks again until they are set, but objects
+		// are named class_<id> until then).
+		pc := apiparam.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})
+		if err := pc.SetParamString(t.labels, labelsParam(n.labels)); err != nil {
+			return fail("set "+t.labels, err)
+		}
+	}
 	if s.odom, err = pub(t.odom, &nav_msgs.Odometry{}); err != nil {
 		return fail("advertise "+t.odom, err)
 	}
@@ -368,13 +378,6 @@ func (n *Node) connect() (*session, error) {
 		}
 	}
 	if n.cfg.HasCamera() && t.detections != "" {
-		// The class names first: a bridge reads them when it finds the
-		// detections topic, and one that found the topic before them
-		// would name every object class_<id> for its whole session.
-		pc := apiparam.NewClient(n.master, "/"+n.name, &http.Client{Timeout: time.Second})
-		if err := pc.SetParamString(t.labels, labelsParam(n.labels)); err != nil {
-			return fail("set "+t.labels, err)
-		}
 		if s.dets, err = pub(t.detections, &vision_msgs.Detection2DArray{}); err != nil {
 			return fail("advertise "+t.detections, err)
 		}
