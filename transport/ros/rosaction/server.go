@@ -41,6 +41,9 @@ type ServerGoal struct {
 	text     string    // guarded by Server.mu
 	ended    time.Time // guarded by Server.mu
 	canceled bool      // guarded by Server.mu
+	// early is true for a goal known only from a cancel that came
+	// before it (guarded by Server.mu).
+	early bool
 }
 
 // Server is an actionlib server for one action.
@@ -58,6 +61,10 @@ type Server[AG, AR, AF any, PG GoalMsg[AG], PR StatusMsg[AR], PF StatusMsg[AF]] 
 	goals map[string]*ServerGoal // guarded by mu
 	order []string               // guarded by mu
 	seq   uint32                 // guarded by mu
+	// lastCancel is the latest stamp of a cancel-all request: a goal
+	// stamped at or before it that arrives later is cancelled on arrival
+	// (guarded by mu).
+	lastCancel time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -169,7 +176,15 @@ func (s *Server[AG, AR, AF, PG, PR, PF]) onGoal(m PG) {
 		return
 	}
 	s.mu.Lock()
-	if _, dup := s.goals[id.Id]; dup {
+	if g, dup := s.goals[id.Id]; dup {
+		if g.early && g.state == Recalling {
+			// Its cancel came first (on the cancel topic's own
+			// connection, it overtook the goal): RECALLED, never run.
+			g.early, g.stamp = false, id.Stamp
+			s.mu.Unlock()
+			s.end(g, Recalled, nil, "cancelled before it arrived", Recalling)
+			return
+		}
 		// A re-sent goal: actionlib ignores it.
 		s.mu.Unlock()
 		return
@@ -177,6 +192,14 @@ func (s *Server[AG, AR, AF, PG, PR, PF]) onGoal(m PG) {
 	g := &ServerGoal{ID: id.Id, stamp: id.Stamp, state: Pending}
 	s.goals[id.Id] = g
 	s.order = append(s.order, id.Id)
+	if !id.Stamp.IsZero() && !id.Stamp.After(s.lastCancel) {
+		// Stamped at or before the last cancel-all, which it arrived
+		// after: actionlib cancels it on arrival, never run.
+		g.state, g.canceled = Recalling, true
+		s.mu.Unlock()
+		s.end(g, Recalled, nil, "cancelled: its timestamp is before the timestamp of the last cancel request", Recalling)
+		return
+	}
 	s.mu.Unlock()
 	s.conf.OnGoal(g, (*AG)(m))
 }
@@ -184,6 +207,18 @@ func (s *Server[AG, AR, AF, PG, PR, PF]) onGoal(m PG) {
 func (s *Server[AG, AR, AF, PG, PR, PF]) onCancel(m *actionlib_msgs.GoalID) {
 	var hit []*ServerGoal
 	s.mu.Lock()
+	// As actionlib's ActionServer: a cancel-all's stamp is remembered so
+	// that a goal it covers that arrives after it (goal and cancel travel
+	// on separate connections) is cancelled on arrival, and a cancel of
+	// a goal not seen yet is kept, RECALLING, for the goal to find.
+	if m.Id == "" && m.Stamp.After(s.lastCancel) {
+		s.lastCancel = m.Stamp
+	}
+	if _, known := s.goals[m.Id]; m.Id != "" && !known {
+		now := time.Now()
+		s.goals[m.Id] = &ServerGoal{ID: m.Id, stamp: m.Stamp, state: Recalling, canceled: true, early: true, ended: now}
+		s.order = append(s.order, m.Id)
+	}
 	for _, g := range s.goals {
 		all := m.Id == "" && (m.Stamp.IsZero() || !g.stamp.After(m.Stamp))
 		if (all || g.ID == m.Id) && !g.state.Terminal() && !g.canceled {

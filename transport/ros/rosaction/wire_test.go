@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/bluenviron/goroslib/v2"
+	"github.com/bluenviron/goroslib/v2/pkg/msgs/actionlib_msgs"
+	"github.com/bluenviron/goroslib/v2/pkg/msgs/std_msgs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/transport/ros/rosmsg"
@@ -292,4 +294,79 @@ func TestWire_SendOnceGoalIsNeverResent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the ordinary goal never reached the server")
 	}
+}
+
+// A cancel travels on its own connection and may overtake the goal it
+// cancels (a stop right after a motion command). As actionlib's
+// ActionServer, the server then cancels the goal on arrival, never
+// running it: a goal stamped at or before the last cancel-all, or one
+// whose id a cancel named before it came. A goal stamped after the
+// cancel-all runs.
+func TestWire_ACancelThatOvertakesItsGoalStillCancelsIt(t *testing.T) {
+	w := startWire(t)
+	n := newNode(t, w.m, "reorder")
+	goalPub, err := goroslib.NewPublisher(goroslib.PublisherConf{Node: n, Topic: "/move_base/goal", Msg: &rosmsg.MoveBaseActionGoal{}})
+	require.NoError(t, err)
+	t.Cleanup(goalPub.Close)
+	cancelPub, err := goroslib.NewPublisher(goroslib.PublisherConf{Node: n, Topic: "/move_base/cancel", Msg: &actionlib_msgs.GoalID{}})
+	require.NoError(t, err)
+	t.Cleanup(cancelPub.Close)
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		return w.m.Connected("/reorder", "/move_base/goal", "/fake_move_base") && w.m.Connected("/reorder", "/move_base/cancel", "/fake_move_base")
+	}, "the test node never connected to the server")
+	goal := func(id string, stamp time.Time) {
+		m := &rosmsg.MoveBaseActionGoal{}
+		m.Goal.TargetPose.Pose.Position.X = doAccept
+		m.Goal.TargetPose.Pose.Orientation.W = 1
+		m.SetGoalID(std_msgs.Header{Stamp: stamp}, actionlib_msgs.GoalID{Id: id, Stamp: stamp})
+		goalPub.Write(m)
+	}
+	serverState := func(id string) (State, bool) {
+		w.srv.mu.Lock()
+		defer w.srv.mu.Unlock()
+		g, ok := w.srv.goals[id]
+		if !ok {
+			return 0, false
+		}
+		return g.state, true
+	}
+	ran := func(id string) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		_, ok := w.goals[id]
+		return ok
+	}
+
+	// Given a cancel-all stamped t that reached the server first
+	t0 := time.Now()
+	cancelPub.Write(&actionlib_msgs.GoalID{Stamp: t0})
+	rostest.Eventually(t, 5*time.Second, func() bool {
+		w.srv.mu.Lock()
+		defer w.srv.mu.Unlock()
+		return w.srv.lastCancel.Equal(t0)
+	}, "the cancel never reached the server")
+	// When a goal stamped before it arrives, and then one stamped after
+	goal("before-the-cancel", t0.Add(-time.Millisecond))
+	goal("after-the-cancel", t0.Add(time.Millisecond))
+	// Then the first is RECALLED on arrival and never runs; the second runs
+	rostest.Eventually(t, 5*time.Second, func() bool { return ran("after-the-cancel") }, "the goal stamped after the cancel never ran")
+	st, ok := serverState("before-the-cancel")
+	require.True(t, ok, "the goal stamped before the cancel never reached the server")
+	require.Equal(t, Recalled, st)
+	require.False(t, ran("before-the-cancel"), "a goal the cancel covered ran")
+
+	// Given a cancel naming a goal the server has not seen yet
+	cancelPub.Write(&actionlib_msgs.GoalID{Id: "cancelled-first"})
+	rostest.Eventually(t, 5*time.Second, func() bool {
+		st, ok := serverState("cancelled-first")
+		return ok && st == Recalling
+	}, "the cancel by id never reached the server")
+	// When that goal arrives (stamped after every cancel-all)
+	goal("cancelled-first", time.Now())
+	// Then it is RECALLED and never runs
+	rostest.Eventually(t, 5*time.Second, func() bool {
+		st, _ := serverState("cancelled-first")
+		return st == Recalled
+	}, "the goal whose cancel came first was not recalled")
+	require.False(t, ran("cancelled-first"), "a goal cancelled before it arrived ran")
 }
