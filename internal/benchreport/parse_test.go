@@ -139,7 +139,7 @@ func TestEvaluate_CapturedOutput(t *testing.T) {
 	if r := by["idle RSS, bridge on the simulator"]; r.Verdict != Pass || !near(r.Value, 33.95) || !near(r.Base, 8.055) {
 		t.Errorf("rss: %+v", r)
 	}
-	if r := by["allocations per approved command (server side, HTTP → task done)"]; r.Verdict != Missing {
+	if r := by["allocations per approved command (server side, call → task done, simulator)"]; r.Verdict != Missing {
 		t.Errorf("a benchmark that did not run must be MISSING: %+v", r)
 	}
 	fig, base, ratio, target := approved.Cells()

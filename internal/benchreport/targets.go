@@ -83,8 +83,8 @@ var Targets = []Target{
 		BaseName: "bare handler, same bytes", Scale: 1, Display: "allocs",
 	},
 	{
-		Name:     "allocations per approved command (server side, HTTP → task done)",
-		Figure:   Metric{"/bridge", "BenchmarkROS_ApprovedCommandStages", "allocs/cmd"},
+		Name:     "allocations per approved command (server side, call → task done, simulator)",
+		Figure:   Metric{"/bridge", "BenchmarkToolCallAllocs/move_base_to", "allocs/cmd"},
 		Baseline: Metric{"/bridge", "BenchmarkToolCallAllocs/get_robot_state", "allocs/op"},
 		BaseName: "one get_robot_state call", Scale: 1, Display: "allocs",
 	},
