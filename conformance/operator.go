@@ -371,7 +371,9 @@ func (c *caseRun) settle(ctx context.Context) {
 		}
 	}
 	for _, id := range tasks {
-		_, _ = r.waitTerminal(ctx, id, 20*time.Second)
+		if st, err := r.waitTerminal(ctx, id, 20*time.Second); err == nil && terminal(st) {
+			c.endPause(ctx, id)
+		}
 	}
 	c.unlatch(ctx)
 	c.goHome(ctx)

@@ -264,6 +264,11 @@ func (c *caseRun) step(ctx context.Context, s Step, idx string) {
 		c.count()
 		c.check(idx, want, a)
 		c.saveFrom(s.Save, a)
+		if id, _ := lookup(a.body, "task.id").(string); id != "" {
+			if st, _ := lookup(a.body, "task.status").(string); terminal(st) {
+				c.endPause(ctx, id)
+			}
+		}
 		if estop != "" && a.ok {
 			c.estopAnswered(ctx, estop)
 		}
@@ -747,7 +752,35 @@ func (c *caseRun) waitTask(ctx context.Context, w WaitTask, idx string) {
 	}
 	if st, err := c.r.waitTerminal(ctx, id, within); err != nil {
 		c.fail(idx, nil, fmt.Sprintf("task %s: %v (last status %s)", id, err, st))
+	} else {
+		c.endPause(ctx, id)
 	}
+}
+
+// endPause closes the open pause window of task, if any, at the robot's
+// command log and trace now: once the task has ended (an e-stop, a stop
+// or an abort ended it while paused), whatever moves next belongs to
+// other decisions — the e-stop's window, an approved motion, the
+// settle's. It is called once the runner has seen the task ended, so the
+// window closes no earlier than the task did.
+func (c *caseRun) endPause(ctx context.Context, task string) {
+	open := func() bool {
+		ws := c.led.pauses[task]
+		return len(ws) > 0 && ws[len(ws)-1].to.log < 0
+	}
+	c.led.mu.Lock()
+	o := open()
+	c.led.mu.Unlock()
+	if !o {
+		return
+	}
+	cur := c.r.now(ctx)
+	c.led.mu.Lock()
+	if open() {
+		ws := c.led.pauses[task]
+		ws[len(ws)-1].to = cur
+	}
+	c.led.mu.Unlock()
 }
 
 // waitTerminal long-polls task id until it ends, at most within.

@@ -122,7 +122,7 @@ func (c *caseRun) judge(ctx context.Context) {
 		for task, ws := range l.pauses {
 			for _, w := range ws {
 				if w.moving(s, brake) {
-					c.unsafe("the robot was moving (v %.3f m/s) %s after task %s was confirmed paused", s.Velocity.V, s.Time.Sub(w.from.at).Round(time.Millisecond), task)
+					c.unsafe("the robot was moving (v %.3f m/s, w %.3f rad/s) at %s, %s after task %s was confirmed paused", s.Velocity.V, s.Velocity.W, fmtPose(s.Base), s.Time.Sub(w.from.at).Round(time.Millisecond), task)
 				}
 			}
 		}
