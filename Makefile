@@ -60,6 +60,10 @@ BENCH_TARGET_PKGS := ./bridge ./toolapi ./store ./internal/benchreport
 bench-targets: test-deps ## only the benchmarks behind the issue-19 targets (a few minutes), same output as bench
 	GO=$(GO) BENCH='$(BENCH_TARGETS)' PKGS='$(BENCH_TARGET_PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ALL_TARGETS=1 ./scripts/bench.sh
 
+.PHONY: bench-profile
+bench-profile: test-deps ## CPU profile and execution trace of the approved-command path (BenchmarkROS_ApprovedCommandLatency), cut into stages; files in test-output/bench/profile
+	GO=$(GO) ./scripts/bench-profile.sh
+
 .PHONY: bench-report
 bench-report: ## print the targets again from test-output/bench/bench.txt (or FILE=...)
 	$(GO) run ./internal/benchreport $(or $(FILE),test-output/bench/bench.txt)

@@ -71,12 +71,20 @@ build() {
 	local tree=$1 bins=$2
 	mkdir -p "$bins"
 	: >"$bins/list"
+	# A package the tree does not have (yet) is skipped, and said.
 	# shellcheck disable=SC2086 # PKGS is a list
-	(cd "$tree" && "$GO" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{"\t"}}{{.Dir}}{{end}}' $PKGS) |
+	(cd "$tree" && "$GO" list -e -f '{{if .Error}}missing{{"\t"}}{{.ImportPath}}{{else if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{"\t"}}{{.Dir}}{{end}}' $PKGS) |
 		while IFS=$'\t' read -r pkg dir; do
 			[ -n "$pkg" ] || continue
+			if [ "$pkg" = missing ]; then
+				echo "bench-compare: $tree has no package $dir; skipped there" >&2
+				continue
+			fi
 			bin="$bins/$(echo "$pkg" | tr '/.' '__').test"
-			(cd "$tree" && "$GO" test -c -o "$bin" "$pkg")
+			if ! (cd "$tree" && "$GO" test -c -o "$bin" "$pkg"); then
+				echo "bench-compare: $pkg does not build in $tree; skipped there" >&2
+				continue
+			fi
 			printf '%s\t%s\n' "$bin" "$dir" >>"$bins/list"
 		done
 }

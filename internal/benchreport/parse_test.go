@@ -147,3 +147,31 @@ func TestEvaluate_CapturedOutput(t *testing.T) {
 		t.Errorf("cells %q %q %q %q", fig, base, ratio, target)
 	}
 }
+
+func TestWriteCompare(t *testing.T) {
+	head := Evaluate(NewSet(readSample(t)), Targets)
+	baseIn := "pkg: github.com/robot-bridge/robot-bridge/store\n" +
+		"BenchmarkTransitionWrite/synchronous=FULL-2 \t 100 \t 870.2 p50-µs\n"
+	brs, err := Parse(strings.NewReader(baseIn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]Row{}
+	for _, r := range Evaluate(NewSet(brs), Targets) {
+		base[r.Name] = r
+	}
+	var out strings.Builder
+	writeCompare(&out, head, base)
+	var line string
+	for l := range strings.Lines(out.String()) {
+		if strings.HasPrefix(l, "durable transition") {
+			line = l
+		}
+	}
+	// 0.4351 ms against 0.8702 ms: half.
+	for _, want := range []string{"0.87 ms", "0.435 ms", "-50.0%", "MISS"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("row %q lacks %q", line, want)
+		}
+	}
+}
