@@ -81,6 +81,10 @@ func main() {
 	}
 	fmt.Printf("performance targets (issue 19) from %s: %d results; figures are medians over repeated runs\n",
 		strings.Join(names, ", "), len(rs))
+	if len(rows) == 0 {
+		fmt.Println("no target's benchmark is in the input")
+		return
+	}
 	switch {
 	case base != nil:
 		fmt.Printf("base: %s\n", *baseFile)
