@@ -97,6 +97,11 @@ type Conf struct {
 	// every configured topic and action to appear (optional). It defaults
 	// to 10s.
 	ReadyTimeout time.Duration
+	// LabelsGrace is how long detections are held back after connecting
+	// while the robot's class labels parameter is not set yet (it is
+	// asked for again every second), before objects are reported as
+	// class_<id> (optional). It defaults to 3s.
+	LabelsGrace time.Duration
 	// AcceptTimeout bounds how long Send waits for an action server to
 	// acknowledge a goal when the caller's context has no deadline
 	// (optional). It defaults to 2s.
@@ -134,6 +139,7 @@ type settings struct {
 	host           string
 	readyTimeout   time.Duration
 	acceptTimeout  time.Duration
+	labelsGrace    time.Duration
 	linkTimeout    time.Duration
 	statusTimeout  time.Duration
 	probePeriod    time.Duration
@@ -231,6 +237,7 @@ func newSettings(c Conf) (settings, error) {
 	}
 	s.readyTimeout = pos(c.ReadyTimeout, 10*time.Second)
 	s.acceptTimeout = pos(c.AcceptTimeout, 2*time.Second)
+	s.labelsGrace = pos(c.LabelsGrace, 3*time.Second)
 	s.linkTimeout = pos(c.LinkTimeout, pos(cfg.Safety.StateTimeout.D(), 500*time.Millisecond)+
 		5*pos(cfg.Safety.ControlPeriod.D(), 20*time.Millisecond))
 	s.holdAge = pos(cfg.Safety.ControlPeriod.D(), hwconfig.DefaultControlPeriod)

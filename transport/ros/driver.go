@@ -86,8 +86,13 @@ type stateCache struct {
 	estop      bool
 	detections []robot.Detection
 	labels     Labeler
-	faults     map[string]string // code -> server text
-	grip       gripState
+	// labelsDue is set while the class labels parameter is being waited
+	// for: until then detections are held back (they would be named
+	// class_<id>, and remembered under those names next to the real
+	// ones once the parameter is read). Zero when not waiting.
+	labelsDue time.Time
+	faults    map[string]string // code -> server text
+	grip      gripState
 }
 
 // gripState is what the driver knows of the gripper beyond its joint.
@@ -391,8 +396,11 @@ func (d *Driver) onEStop(m *std_msgs.Bool) {
 
 func (d *Driver) onDetections(m *vision_msgs.Detection2DArray) {
 	d.stMu.Lock()
-	label := d.st.labels
+	label, due := d.st.labels, d.st.labelsDue
 	d.stMu.Unlock()
+	if !due.IsZero() && d.clk.Now().Before(due) {
+		return // the class names are still being read
+	}
 	ds, err := DetectionsFromMsg(m, label, d.clk.Now())
 	if err != nil {
 		d.warn("detections", "ros: detections message dropped", "err", err)
@@ -414,6 +422,16 @@ func (d *Driver) setLabels(csv string) {
 func (d *Driver) setLabelList(labels []string) {
 	d.stMu.Lock()
 	d.st.labels = LabelsFrom(append([]string(nil), labels...))
+	d.st.labelsDue = time.Time{}
+	d.stMu.Unlock()
+}
+
+// waitLabelsUntil names objects class_<id> and holds detections back
+// until due, while the class labels parameter is asked for again.
+func (d *Driver) waitLabelsUntil(due time.Time) {
+	d.stMu.Lock()
+	d.st.labels = LabelsFrom(nil)
+	d.st.labelsDue = due
 	d.stMu.Unlock()
 }
 

@@ -451,44 +451,69 @@ func TestDriver_LabelsAndHeartbeatFromTheConfig(t *testing.T) {
 }
 
 // A detector that sets its class_labels parameter after the bridge has
-// connected (it started later, or advertised its topics first) is named
-// once the parameter appears: the driver asks for it again every second
-// until it is set, instead of calling every object class_<id> for the
-// whole session.
+// connected (it started later, or advertised its topics first, or the
+// read failed) is named once the parameter appears: the driver asks for
+// it again every second. Within Conf.LabelsGrace detections are held
+// back, so no object is ever reported, and remembered, as class_<id> when
+// the names come in time; after it, objects are class_<id> until then.
 func TestDriver_ClassLabelsSetAfterTheDriverConnectedAreRead(t *testing.T) {
-	// Given the simulator node, whose class_labels parameter is not set
-	// when the driver connects
-	m := rostest.StartMaster(t)
-	cfg := loadConfig(t, "ros-sim.yaml", m.URI, nil)
-	n, err := simnode.New(simnode.Conf{Config: cfg, Env: rosIP, Logger: quiet})
-	require.NoError(t, err)
-	require.NoError(t, n.Start(context.Background()))
-	t.Cleanup(func() { _ = n.Close() })
-	params := m.Params("/test_labels")
-	name := ros.LabelsParam(cfg.Transport.ROS.DetectionsTopic)
-	csv, err := params.GetParamString(name)
-	require.NoError(t, err, "the simulator node sets %s", name)
-	require.NoError(t, params.DeleteParam(name))
-	d := newDriver(t, cfg, nil)
-	startDriver(t, d)
-	rostest.Eventually(t, 10*time.Second, func() bool {
-		st, _ := d.Latest()
-		return len(st.Detections) > 0
-	}, "no detections")
-	st, _ := d.Latest()
-	for _, det := range st.Detections {
-		require.True(t, strings.HasPrefix(det.Label, "class_"), "named %q without a parameter", det.Label)
-	}
-	// When the detector sets it
-	require.NoError(t, params.SetParamString(name, csv))
-	// Then the objects are named by it
-	rostest.Eventually(t, 10*time.Second, func() bool {
-		st, _ := d.Latest()
-		for _, det := range st.Detections {
-			if det.Label == "cup" {
-				return true
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{
+		{"within the grace", time.Minute},
+		{"after the grace", time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given the simulator node, whose class_labels parameter is
+			// not set when the driver connects
+			m := rostest.StartMaster(t)
+			cfg := loadConfig(t, "ros-sim.yaml", m.URI, nil)
+			n, err := simnode.New(simnode.Conf{Config: cfg, Env: rosIP, Logger: quiet})
+			require.NoError(t, err)
+			require.NoError(t, n.Start(context.Background()))
+			t.Cleanup(func() { _ = n.Close() })
+			params := m.Params("/test_labels")
+			name := ros.LabelsParam(cfg.Transport.ROS.DetectionsTopic)
+			csv, err := params.GetParamString(name)
+			require.NoError(t, err, "the simulator node sets %s", name)
+			require.NoError(t, params.DeleteParam(name))
+			d := newDriver(t, cfg, func(c *ros.Conf) { c.LabelsGrace = tc.grace })
+			startDriver(t, d)
+			unnamed := func() bool {
+				st, _ := d.Latest()
+				for _, det := range st.Detections {
+					if strings.HasPrefix(det.Label, "class_") {
+						return true
+					}
+				}
+				return false
 			}
-		}
-		return false
-	}, "the class labels set after the driver connected were never read")
+			if tc.grace > time.Second {
+				// Then within the grace nothing is reported: the camera
+				// publishes every frame, and none of them gets through
+				for range 20 {
+					st, _ := d.Latest()
+					require.Empty(t, st.Detections, "detections reported before their names were read: %+v", st.Detections)
+					time.Sleep(50 * time.Millisecond)
+				}
+			} else {
+				// Then after it the objects are class_<id>
+				rostest.Eventually(t, 10*time.Second, unnamed, "no unnamed detections after the grace")
+			}
+			// When the detector sets its parameter
+			require.NoError(t, params.SetParamString(name, csv))
+			// Then the objects are named by it, and none is class_<id>
+			rostest.Eventually(t, 10*time.Second, func() bool {
+				st, _ := d.Latest()
+				for _, det := range st.Detections {
+					if det.Label == "cup" {
+						return true
+					}
+				}
+				return false
+			}, "the class labels set after the driver connected were never read")
+			require.False(t, unnamed())
+		})
+	}
 }

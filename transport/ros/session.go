@@ -78,6 +78,26 @@ func (d *Driver) connect() (*session, error) {
 		s.close()
 		return nil, fmt.Errorf("ros: %s: %w", what, err)
 	}
+	if d.set.cfg.HasCamera() {
+		// Labels from the config win; otherwise the robot's parameter
+		// names its class ids (read at every (re)connection, as the robot
+		// may have restarted with another detector). Before any
+		// subscriber exists: a detection that came first would be named
+		// class_<id>.
+		if len(d.set.rc.ClassLabels) > 0 {
+			d.setLabelList(d.set.rc.ClassLabels)
+		} else if v, err := s.param.GetParamString(n.labels); err == nil {
+			d.setLabels(v)
+		} else {
+			// The detector may set its parameter after the bridge
+			// connects (it starts later, or advertises first), or the
+			// read failed: the parameter is asked for again every
+			// second. Detections are held back for Conf.LabelsGrace,
+			// then named class_<id> until it is read.
+			d.waitLabelsUntil(d.clk.Now().Add(d.set.labelsGrace))
+			s.wg.Go(func() { s.waitLabels(d, n.labels) })
+		}
+	}
 	sub := func(topic string, cb any) error {
 		sb, err := goroslib.NewSubscriber(goroslib.SubscriberConf{Node: node, Topic: topic, Callback: cb})
 		if err != nil {
@@ -154,23 +174,6 @@ func (d *Driver) connect() (*session, error) {
 			})
 		if err != nil {
 			return fail("gripper client", err)
-		}
-	}
-	if d.set.cfg.HasCamera() {
-		// Labels from the config win; otherwise the robot's parameter
-		// names its class ids (read at every (re)connection, as the robot
-		// may have restarted with another detector).
-		if len(d.set.rc.ClassLabels) > 0 {
-			d.setLabelList(d.set.rc.ClassLabels)
-		} else if v, err := s.param.GetParamString(n.labels); err == nil {
-			d.setLabels(v)
-		} else {
-			// The detector may set its parameter after the bridge
-			// connects (it starts later, or advertises first): until it
-			// is read, objects are named class_<id>, and the parameter
-			// is asked for again every second.
-			d.setLabelList(nil)
-			s.wg.Go(func() { s.waitLabels(d, n.labels) })
 		}
 	}
 	return s, nil
