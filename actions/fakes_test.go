@@ -255,6 +255,12 @@ type benchOpt struct {
 	noApprover bool
 	objects    actions.Objects
 	mutate     func(*hwconfig.Config)
+	// recorder (optional) wraps the bench's fakeRecorder into the runner's
+	// Recorder.
+	recorder func(*fakeRecorder) actions.Recorder
+	// observe (optional) sees every view the observer is given, as it is
+	// given.
+	observe func(actions.TaskView)
 }
 
 func newBench(t *testing.T, o benchOpt) *bench {
@@ -280,9 +286,16 @@ func newBench(t *testing.T, o benchOpt) *bench {
 		appr = nil
 	}
 	n := 0
+	var rec actions.Recorder = b.rec
+	if o.recorder != nil {
+		rec = o.recorder(b.rec)
+	}
 	b.run, err = actions.NewRunner(actions.RunnerConf{
 		Config: cfg, Supervisor: b.sup, Approver: appr, Objects: o.objects,
-		Clock: fc, Logger: log, Recorder: b.rec, Observer: actions.ObserverFunc(func(v actions.TaskView) {
+		Clock: fc, Logger: log, Recorder: rec, Observer: actions.ObserverFunc(func(v actions.TaskView) {
+			if o.observe != nil {
+				o.observe(v)
+			}
 			select {
 			case b.obs <- v:
 			default:

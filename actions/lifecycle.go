@@ -51,9 +51,15 @@ func (r *Runner) awaitDecision(t *task, decision <-chan Decision) bool {
 // for one, and reports whether the task may start; approved is the text
 // of an approved task.
 func (r *Runner) decide(t *task, d Decision, approved string) bool {
+	return r.decideHeld(t, d, approved, false)
+}
+
+// decideHeld is decide; hold holds an approval's record for the start to
+// carry (trOpts.hold).
+func (r *Runner) decideHeld(t *task, d Decision, approved string, hold bool) bool {
 	switch {
 	case d.Approved:
-		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, mutate: func(t *task) {
+		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, hold: hold, mutate: func(t *task) {
 			t.grantID = d.GrantID
 			t.text = approved
 		}})

@@ -43,8 +43,23 @@ type TransitionRecord struct {
 // before the motion command a transition implies is sent; when it fails
 // the command is not sent. A stop is the exception: it is sent first and
 // recorded right after.
+//
+// A transition that implies no command and is followed at once by one
+// that does — a call authorized when it is made: created, then approved
+// by the config or by a scoped grant — is held and recorded together
+// with the next transition, before that one takes effect (see fire). A
+// Recorder that is also a BatchRecorder writes such records in one
+// commit; any other gets them one by one, in order.
 type Recorder interface {
 	RecordTransition(ctx context.Context, r TransitionRecord) error
+}
+
+// BatchRecorder is a Recorder that commits several transitions at once:
+// RecordTransitions returns nil only when every record, in order, is
+// durable, and an error when none is.
+type BatchRecorder interface {
+	Recorder
+	RecordTransitions(ctx context.Context, rs []TransitionRecord) error
 }
 
 // Observer is told of every task change (for SSE and metrics). It is
@@ -155,6 +170,18 @@ type task struct {
 	// moving (or away from startState): a cancel after that is never
 	// "cancelled before it moved", however short the distance.
 	moved bool
+
+	// guarded by tmu: transitions made but not yet recorded (trOpts.hold).
+	// pending are their records, written with the next transition's;
+	// held their views, delivered to the observer once the records are
+	// written, so an observer (and the store's task view) never learns of
+	// a transition before its record. settled, made with the first held
+	// record, is closed when pending is empty again; settleErr is then
+	// the error of the write that gave them up (nil: recorded).
+	pending   []TransitionRecord
+	held      []TaskView
+	settled   chan struct{}
+	settleErr error
 }
 
 // NewRunner validates conf and returns a runner.

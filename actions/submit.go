@@ -132,12 +132,20 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 		by = "agent"
 	}
 	if r.rec != nil {
-		if err := r.rec.RecordTransition(ctx, TransitionRecord{
+		created := TransitionRecord{
 			RobotID: r.robotID(),
 			TaskID:  t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
 			At: now, By: by, Reason: p.preview,
-		}); err != nil {
-			r.log.Error("task creation not recorded", "task", t.id, "err", err)
+		}
+		if needApproval {
+			// Recorded before the approval service records its request.
+			if err := r.rec.RecordTransition(ctx, created); err != nil {
+				r.log.Error("task creation not recorded", "task", t.id, "err", err)
+			}
+		} else {
+			// Authorized by the config: created, approved and executing are
+			// one commit, made before the first command leaves.
+			r.holdCreation(t, created)
 		}
 	}
 	// Registered as live now, so an e-stop from here on ends the task
@@ -147,12 +155,14 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 		return TaskView{}, err
 	}
 	if !needApproval {
-		_ = r.fire(t, fsm.EvPreauthorized, trOpts{by: "config", reason: "approval: never for " + req.Tool, mutate: func(t *task) {
+		if err := r.fire(t, fsm.EvPreauthorized, trOpts{by: "config", reason: "approval: never for " + req.Tool, hold: true, mutate: func(t *task) {
 			t.text = preauthorizedText(p.preview)
-		}})
-		r.wg.Add(1)
-		go r.run(t, nil)
-		return r.Get(t.id)
+		}}); err != nil {
+			// Ended in the meantime (an e-stop): that transition wrote the
+			// creation's record.
+			return r.Get(t.id)
+		}
+		return r.start(ctx, t), nil
 	}
 	ar := ApprovalRequest{
 		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
@@ -177,7 +187,21 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 		r.approver.Withdraw(approvalID, "a latch engaged while the request was filed")
 		return TaskView{}, err
 	}
-	if err := r.fire(t, fsm.EvNeedApproval, trOpts{by: by, reason: "approval requested", mutate: func(t *task) {
+	// A call an operator's scoped grant covered is decided when it is
+	// filed: the task answers approved (and says by which grant), never
+	// "waiting for an operator" while its motion starts; its awaiting and
+	// approved records go with the start's, in one commit.
+	var d Decision
+	decided := false
+	select {
+	case got, ok := <-decision:
+		d, decided = got, true
+		if !ok {
+			d = Decision{Cancelled: true, Reason: "the approval service closed the request"}
+		}
+	default:
+	}
+	if err := r.fire(t, fsm.EvNeedApproval, trOpts{by: by, reason: "approval requested", hold: decided && d.Approved, mutate: func(t *task) {
 		t.approvalID = approvalID
 		t.text = waitingText(p.preview)
 	}}); err != nil {
@@ -185,28 +209,34 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 		r.approver.Withdraw(approvalID, "task ended before approval was requested")
 		return r.Get(t.id)
 	}
-	// A call an operator's scoped grant covers is decided when it is
-	// filed: the task answers approved (and says by which grant), never
-	// "waiting for an operator" while its motion starts.
-	select {
-	case d, ok := <-decision:
-		if !ok {
-			d = Decision{Cancelled: true, Reason: "the approval service closed the request"}
+	if decided {
+		if !r.decideHeld(t, d, grantText(d, p.preview), true) {
+			// Not approved, or ended first: that transition wrote what
+			// was held; make sure nothing stays held.
+			r.flushHeld(t)
+			return r.view(t), nil
 		}
-		ok = r.decide(t, d, grantText(d, p.preview))
-		// The answer is the task as the decision left it: taken once the
-		// motion's goroutine runs, it could race the start.
-		v := r.view(t)
-		if ok {
-			r.wg.Add(1)
-			go r.run(t, nil)
-		}
-		return v, nil
-	default:
+		return r.start(ctx, t), nil
 	}
 	r.wg.Add(1)
 	go r.run(t, decision)
 	return r.Get(t.id)
+}
+
+// start sets t's motion going and returns the answer to the call: the
+// task as its authorization left it (taken once the motion's goroutine
+// runs, it could race the start), once the records held until the start
+// are on the disk; when they could not be written, the task as it is
+// then (it sent nothing and has ended, saying why).
+func (r *Runner) start(ctx context.Context, t *task) TaskView {
+	v := r.view(t)
+	ch := t.settledCh()
+	r.wg.Add(1)
+	go r.run(t, nil)
+	if !r.awaitSettled(ctx, t, ch) {
+		return r.view(t)
+	}
+	return v
 }
 
 func (r *Runner) isClosed() bool {

@@ -14,6 +14,16 @@ type trOpts struct {
 	// transition implies a motion command that must not be sent
 	// unrecorded).
 	mustRecord bool
+	// hold makes the transition without writing its record yet: the
+	// record (and the task's view, for the observer) waits for the next
+	// transition of the task and is written in the same commit, before
+	// that one takes effect. Only for a transition that implies no command
+	// and is followed at once by one that does (a call authorized when it
+	// is made: approved, then executing), so the three records before the
+	// first command are one commit. Whoever holds a record makes sure the
+	// next transition comes (the start, or the end of the task) and
+	// answers no one before it has (awaitSettled).
+	hold bool
 	// mutate changes the task's fields together with its state.
 	mutate func(t *task)
 	// beforeMotion makes the transition happen only from a state in which
@@ -32,8 +42,11 @@ func preMotion(s fsm.State) bool {
 	return s == fsm.Requested || s == fsm.AwaitingApproval || s == fsm.Approved
 }
 
-// fire records and applies ev to t. Unless mustRecord, a recorder failure
-// is logged and the transition still happens.
+// fire records and applies ev to t. The records of held transitions
+// (trOpts.hold) are written first, in the same commit when the recorder
+// is a BatchRecorder. Unless mustRecord, a recorder failure is logged and
+// the transition still happens; with mustRecord it does not happen, and
+// the held records wait for the next transition.
 func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	t.tmu.Lock()
 	from := t.m.State()
@@ -54,14 +67,22 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID,
 	}
 	r.mu.Unlock()
-	if r.rec != nil {
-		if err := r.rec.RecordTransition(context.WithoutCancel(t.ctx), rec); err != nil {
+	hold := o.hold && r.rec != nil && !to.Terminal()
+	var recErr error
+	if r.rec != nil && !hold {
+		n, err := r.record(context.WithoutCancel(t.ctx), append(t.pending, rec))
+		if err != nil {
 			if o.mustRecord {
+				// The held records stay held (those a plain Recorder
+				// wrote before it failed excepted): they go with the next
+				// transition, the end of the task.
+				t.pending = t.pending[min(n, len(t.pending)):]
 				t.tmu.Unlock()
 				r.log.Error("transition not recorded; its command will not be sent", "task", t.id, "event", ev, "err", err)
 				return fmt.Errorf("record %s→%s: %w", from, to, err)
 			}
-			r.log.Error("transition not recorded", "task", t.id, "event", ev, "err", err)
+			r.log.Error("transition not recorded", "task", t.id, "event", ev, "held", len(t.pending), "err", err)
+			recErr = err
 		}
 	}
 	// The state and the fields mutate sets change together under r.mu, so
@@ -90,10 +111,118 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	t.changed = make(chan struct{})
 	v := r.viewLocked(t)
 	r.mu.Unlock()
+	if hold {
+		t.pending = append(t.pending, rec)
+		t.held = append(t.held, v)
+		if t.settled == nil {
+			t.settled = make(chan struct{})
+		}
+		t.tmu.Unlock()
+		r.log.Info("task transition", "task", t.id, "tool", t.req.Tool, "from", from, "to", to, "event", ev, "by", o.by, "record", "with the next")
+		return nil
+	}
+	held := t.held
+	t.pending, t.held = nil, nil
+	if t.settled != nil {
+		t.settleErr = recErr
+		close(t.settled)
+		t.settled = nil
+	}
 	t.tmu.Unlock()
 	r.log.Info("task transition", "task", t.id, "tool", t.req.Tool, "from", from, "to", to, "event", ev, "by", o.by)
+	for _, hv := range held {
+		r.notify(hv)
+	}
 	r.notify(v)
 	return nil
+}
+
+// record writes recs in order, in one commit when the recorder can, and
+// reports how many of them are written when it fails (a plain Recorder
+// writes them one by one).
+func (r *Runner) record(ctx context.Context, recs []TransitionRecord) (int, error) {
+	if len(recs) == 1 {
+		return 0, r.rec.RecordTransition(ctx, recs[0])
+	}
+	if br, ok := r.rec.(BatchRecorder); ok {
+		if err := br.RecordTransitions(ctx, recs); err != nil {
+			return 0, err
+		}
+		return len(recs), nil
+	}
+	for i, rec := range recs {
+		if err := r.rec.RecordTransition(ctx, rec); err != nil {
+			return i, err
+		}
+	}
+	return len(recs), nil
+}
+
+// holdCreation holds the record of t's creation (requested), for the
+// next transition to carry.
+func (r *Runner) holdCreation(t *task, rec TransitionRecord) {
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	t.pending = append(t.pending, rec)
+	if t.settled == nil {
+		t.settled = make(chan struct{})
+	}
+}
+
+// settledCh returns the channel closed once t's held records are written
+// (nil when none are held).
+func (t *task) settledCh() chan struct{} {
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	return t.settled
+}
+
+// awaitSettled waits until the held records of t are written — by the
+// transition that follows them, the start or the task's end, which the
+// caller has set going — and reports whether they were: an answer that
+// shows a held transition must not leave before its record is on the
+// disk. ch is from settledCh, taken before that transition could happen.
+func (r *Runner) awaitSettled(ctx context.Context, t *task, ch chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return false
+	}
+	t.tmu.Lock()
+	defer t.tmu.Unlock()
+	return t.settleErr == nil
+}
+
+// flushHeld writes t's held records now, with no transition of their
+// own, for a task that will make none soon.
+func (r *Runner) flushHeld(t *task) {
+	t.tmu.Lock()
+	if len(t.pending) == 0 && len(t.held) == 0 {
+		t.tmu.Unlock()
+		return
+	}
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	var err error
+	if r.rec != nil && len(t.pending) > 0 {
+		if _, err = r.record(context.WithoutCancel(t.ctx), t.pending); err != nil {
+			r.log.Error("transitions not recorded", "task", t.id, "held", len(t.pending), "err", err)
+		}
+	}
+	held := t.held
+	t.pending, t.held = nil, nil
+	if t.settled != nil {
+		t.settleErr = err
+		close(t.settled)
+		t.settled = nil
+	}
+	t.tmu.Unlock()
+	for _, hv := range held {
+		r.notify(hv)
+	}
 }
 
 func (r *Runner) notify(v TaskView) {

@@ -402,13 +402,21 @@ func (s *Store) writeBatch(batch []item, views []actions.TaskView) error {
 	})
 }
 
+// Statements of the asynchronous writer (prepared, group.go).
+const (
+	qInsertSafetyEvent = `INSERT INTO safety_events(kind, at, robot_id, task_id, by, reason, monitor, latency_ns, error)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qUpdateTaskView = `UPDATE tasks SET text=?, progress=?, result=?, error=?, session_id=?, principal=?,
+		approval_id=COALESCE(?, approval_id), robot_id=COALESCE(NULLIF(?, ''), robot_id), updated_at=MAX(updated_at, ?)
+		WHERE id=? AND updated_at<=?`
+)
+
 func writeSafetyEvent(ctx context.Context, tx txn, e safety.Event) error {
 	var errText any
 	if e.Err != nil {
 		errText = e.Err.Error()
 	}
-	if _, err := tx.exec(ctx, `INSERT INTO safety_events(kind, at, robot_id, task_id, by, reason, monitor, latency_ns, error)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.exec(ctx, qInsertSafetyEvent,
 		string(e.Kind), ns(e.At), e.RobotID, nullStr(e.TaskID), e.By, e.Reason, string(e.Monitor), int64(e.Latency), errText); err != nil {
 		return err
 	}
@@ -473,9 +481,7 @@ func writeTaskView(ctx context.Context, tx txn, v actions.TaskView) error {
 	if er := errorRecordOf(v.Error); er != nil {
 		errJSON = mustJSON(er)
 	}
-	res, err := tx.exec(ctx, `UPDATE tasks SET text=?, progress=?, result=?, error=?, session_id=?, principal=?,
-		approval_id=COALESCE(?, approval_id), robot_id=COALESCE(NULLIF(?, ''), robot_id), updated_at=MAX(updated_at, ?)
-		WHERE id=? AND updated_at<=?`,
+	res, err := tx.exec(ctx, qUpdateTaskView,
 		v.Text, mustJSON(v.Progress), result, errJSON, nullStr(v.SessionID), nullStr(v.Principal), nullStr(v.ApprovalID),
 		v.RobotID, ns(v.UpdatedAt), v.ID, ns(v.UpdatedAt))
 	if err != nil {

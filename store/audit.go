@@ -373,6 +373,9 @@ func (s *Store) AppendAudit(ctx context.Context, r AuditRecord, details any) (in
 	return seq, nil
 }
 
+// qInsertAudit writes one audit record (prepared, group.go).
+const qInsertAudit = `INSERT INTO audit(at, type, actor, robot_id, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 func insertAudit(ctx context.Context, tx txn, r AuditRecord, details any) (int64, error) {
 	var d any
 	switch v := details.(type) {
@@ -388,6 +391,6 @@ func insertAudit(ctx context.Context, tx txn, r AuditRecord, details any) (int64
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return insertReturningSeq(ctx, tx, `INSERT INTO audit(at, type, actor, robot_id, task_id, subject, summary, reason, details) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return insertReturningSeq(ctx, tx, qInsertAudit,
 		ns(at), r.Type, r.Actor, r.RobotID, nullStr(r.TaskID), nullStr(r.Subject), r.Summary, r.Reason, d)
 }

@@ -134,18 +134,41 @@ type txn struct {
 	// from is the bridge id in cluster mode (""outside it): notify
 	// announces the transaction's writes under it.
 	from string
+	// ctx is the group commit's context (group.go). Statements run under
+	// it whatever context their caller passes, so one caller going away
+	// cannot roll back the writes of others that share the transaction.
+	ctx context.Context
+	// ps are the store's prepared statements by query text (group.go).
+	ps map[string]*sql.Stmt
 }
 
-func (t txn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.d.bind(q), t.d.args(args)...)
+// stmt is q's prepared statement in this transaction, or nil.
+func (t txn) stmt(q string) *sql.Stmt {
+	if st := t.ps[q]; st != nil {
+		return t.tx.StmtContext(t.ctx, st)
+	}
+	return nil
 }
 
-func (t txn) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.d.bind(q), t.d.args(args)...)
+func (t txn) exec(_ context.Context, q string, args ...any) (sql.Result, error) {
+	if st := t.stmt(q); st != nil {
+		return st.ExecContext(t.ctx, t.d.args(args)...)
+	}
+	return t.tx.ExecContext(t.ctx, t.d.bind(q), t.d.args(args)...)
 }
 
-func (t txn) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.d.bind(q), t.d.args(args)...)
+func (t txn) query(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(q); st != nil {
+		return st.QueryContext(t.ctx, t.d.args(args)...)
+	}
+	return t.tx.QueryContext(t.ctx, t.d.bind(q), t.d.args(args)...)
+}
+
+func (t txn) queryRow(_ context.Context, q string, args ...any) *sql.Row {
+	if st := t.stmt(q); st != nil {
+		return st.QueryRowContext(t.ctx, t.d.args(args)...)
+	}
+	return t.tx.QueryRowContext(t.ctx, t.d.bind(q), t.d.args(args)...)
 }
 
 // rowQuerier is a transaction or the store's readers.
@@ -163,11 +186,14 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return s.r.QueryRowContext(ctx, s.d.bind(q), s.d.args(args)...)
 }
 
+// qReturningSeq makes an insert report its row's seq (PostgreSQL).
+const qReturningSeq = " RETURNING seq"
+
 // insertReturningSeq inserts one row and returns its seq.
 func insertReturningSeq(ctx context.Context, tx txn, q string, args ...any) (int64, error) {
 	if tx.d.returning {
 		var seq int64
-		err := tx.queryRow(ctx, q+" RETURNING seq", args...).Scan(&seq)
+		err := tx.queryRow(ctx, q+qReturningSeq, args...).Scan(&seq)
 		return seq, err
 	}
 	res, err := tx.exec(ctx, q, args...)

@@ -19,6 +19,7 @@ import (
 
 var (
 	_ actions.Recorder         = (*Store)(nil)
+	_ actions.BatchRecorder    = (*Store)(nil)
 	_ actions.Observer         = (*Store)(nil)
 	_ approval.Store           = (*Store)(nil)
 	_ safety.Observer          = (*Store)(nil)
@@ -77,56 +78,102 @@ func (s *Store) redact(tool string, args map[string]any) map[string]any {
 
 // RecordTransition implements actions.Recorder: the transition, the
 // task's new status and an audit record are committed in one transaction
-// (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on) before it returns, so the command the transition
-// implies is sent only once the record is on the disk. The first record of
-// a task (From empty) also ties the task to the idempotency key that is
-// waiting for it, so a retry after a crash finds the task.
+// (SQLite's synchronous=FULL, PostgreSQL's synchronous_commit=on) before
+// it returns, so the command the transition implies is sent only once the
+// record is on the disk. The first record of a task (From empty) also
+// ties the task to the idempotency key that is waiting for it, so a retry
+// after a crash finds the task. Transitions of several callers at once
+// (the robots of a fleet) share one commit (group.go).
 func (s *Store) RecordTransition(ctx context.Context, r actions.TransitionRecord) error {
-	if r.TaskID == "" {
-		return errors.New("store: transition without a task id")
+	return s.RecordTransitions(ctx, []actions.TransitionRecord{r})
+}
+
+// RecordTransitions implements actions.BatchRecorder: the transitions, in
+// order, each with exactly what RecordTransition writes for it (the
+// transition row, the task's status, the audit record, the idempotency
+// link of a first record), committed together in one transaction, so
+// either all of them are on the disk when it returns or none is. The
+// runner uses it for a call that is authorized when it is made: created,
+// approved and executing land in the one commit that must precede the
+// first command.
+func (s *Store) RecordTransitions(ctx context.Context, rs []actions.TransitionRecord) error {
+	if len(rs) == 0 {
+		return nil
 	}
+	for _, r := range rs {
+		if r.TaskID == "" {
+			return errors.New("store: transition without a task id")
+		}
+	}
+	now := s.clock.Now()
+	return s.tx(ctx, "transition", func(tx txn) error {
+		for i := range rs {
+			if err := s.writeTransition(tx, &rs[i], now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Statements of a transition (prepared, group.go).
+const (
+	qInsertTransition = `INSERT INTO transitions(task_id, robot_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qCreateTask = `INSERT INTO tasks(id, robot_id, tool, arguments, status, text, principal, created_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`
+	qUpdateTaskStatus = `UPDATE tasks SET status=?, updated_at=MAX(updated_at, ?),
+			approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id), robot_id=COALESCE(NULLIF(?, ''), robot_id) WHERE id=?`
+	qInsertTaskIfMissing = `INSERT INTO tasks(id, robot_id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
+		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`
+	qPendingIdempotency = `SELECT key FROM idempotency
+		WHERE state='pending' AND task_id IS NULL AND tool=? AND args_hash=?`
+	qLinkIdempotency = `UPDATE idempotency SET task_id=? WHERE key=? AND task_id IS NULL`
+)
+
+// writeTransition writes one transition record in tx; now stamps a record
+// its caller did not.
+func (s *Store) writeTransition(tx txn, r *actions.TransitionRecord, now time.Time) error {
+	ctx := tx.ctx
 	at := r.At
 	if at.IsZero() {
-		at = s.clock.Now()
+		at = now
 	}
-	return s.tx(ctx, "transition", func(tx txn) error {
-		if err := insertTransition(ctx, tx, r, at); err != nil {
+	if err := insertTransition(ctx, tx, *r, at); err != nil {
+		return err
+	}
+	if r.From == "" {
+		if _, err := tx.exec(ctx, qCreateTask,
+			r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
 			return err
 		}
-		if r.From == "" {
-			if _, err := tx.exec(ctx, `INSERT INTO tasks(id, robot_id, tool, arguments, status, text, principal, created_at, updated_at)
-				VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-				r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
-				return err
-			}
-			if err := linkIdempotency(ctx, tx, r); err != nil {
-				return err
-			}
-		} else if err := setTaskStatus(ctx, tx, r, at); err != nil {
+		if err := linkIdempotency(ctx, tx, *r); err != nil {
 			return err
 		}
-		details := map[string]any{"tool": r.Tool, "from": string(r.From), "to": string(r.To), "event": string(r.Event)}
-		if r.From == "" {
-			details["arguments"] = s.redact(r.Tool, r.Arguments)
-		}
-		if r.GrantID != "" {
-			details["grant_id"] = r.GrantID
-		}
-		if r.ApprovalID != "" {
-			details["approval_id"] = r.ApprovalID
-		}
-		from := string(r.From)
-		if from == "" {
-			from = "(new)"
-		}
-		if _, err := insertAudit(ctx, tx, AuditRecord{
-			At: at, Type: TransitionAuditType(r.To), Actor: r.By, RobotID: r.RobotID, TaskID: r.TaskID,
-			Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
-		}, details); err != nil {
-			return err
-		}
-		return notify(ctx, tx, Notice{Kind: NoticeTask, RobotID: r.RobotID, ID: r.TaskID})
-	})
+	} else if err := setTaskStatus(ctx, tx, *r, at); err != nil {
+		return err
+	}
+	details := map[string]any{"tool": r.Tool, "from": string(r.From), "to": string(r.To), "event": string(r.Event)}
+	if r.From == "" {
+		details["arguments"] = s.redact(r.Tool, r.Arguments)
+	}
+	if r.GrantID != "" {
+		details["grant_id"] = r.GrantID
+	}
+	if r.ApprovalID != "" {
+		details["approval_id"] = r.ApprovalID
+	}
+	from := string(r.From)
+	if from == "" {
+		from = "(new)"
+	}
+	if _, err := insertAudit(ctx, tx, AuditRecord{
+		At: at, Type: TransitionAuditType(r.To), Actor: r.By, RobotID: r.RobotID, TaskID: r.TaskID,
+		Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
+	}, details); err != nil {
+		return err
+	}
+	return notify(ctx, tx, Notice{Kind: NoticeTask, RobotID: r.RobotID, ID: r.TaskID})
 }
 
 func orEmpty(m map[string]any) map[string]any {
@@ -141,16 +188,14 @@ func insertTransition(ctx context.Context, tx txn, r actions.TransitionRecord, a
 	if r.From == "" && event == "" {
 		event = "create"
 	}
-	_, err := tx.exec(ctx, `INSERT INTO transitions(task_id, robot_id, tool, from_state, to_state, event, at, by, reason, grant_id, approval_id)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.exec(ctx, qInsertTransition,
 		r.TaskID, r.RobotID, r.Tool, string(r.From), string(r.To), event, ns(at), r.By, r.Reason, nullStr(r.GrantID), nullStr(r.ApprovalID))
 	return err
 }
 
 func setTaskStatus(ctx context.Context, tx txn, r actions.TransitionRecord, at time.Time) error {
 	update := func() (bool, error) {
-		res, err := tx.exec(ctx, `UPDATE tasks SET status=?, updated_at=MAX(updated_at, ?),
-			approval_id=COALESCE(?, approval_id), grant_id=COALESCE(?, grant_id), robot_id=COALESCE(NULLIF(?, ''), robot_id) WHERE id=?`,
+		res, err := tx.exec(ctx, qUpdateTaskStatus,
 			string(r.To), ns(at), nullStr(r.ApprovalID), nullStr(r.GrantID), r.RobotID, r.TaskID)
 		if err != nil {
 			return false, err
@@ -165,8 +210,7 @@ func setTaskStatus(ctx context.Context, tx txn, r actions.TransitionRecord, at t
 	// carried on); keep what this one knows. A task row another writer
 	// inserted meanwhile (the runner's view, through the writer) takes
 	// the update instead.
-	res, err := tx.exec(ctx, `INSERT INTO tasks(id, robot_id, tool, arguments, status, principal, approval_id, grant_id, created_at, updated_at)
-		VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+	res, err := tx.exec(ctx, qInsertTaskIfMissing,
 		r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.By, nullStr(r.ApprovalID), nullStr(r.GrantID), ns(at), ns(at))
 	if err != nil {
 		return err
@@ -190,8 +234,7 @@ func linkIdempotency(ctx context.Context, tx txn, r actions.TransitionRecord) er
 	hash := safety.ArgsHash(r.Tool, orEmpty(r.Arguments))
 	// The key's scope separator is a NUL byte, which SQLite's string
 	// functions stop at; the prefix is compared here instead.
-	rows, err := tx.query(ctx, `SELECT key FROM idempotency
-		WHERE state='pending' AND task_id IS NULL AND tool=? AND args_hash=?`, r.Tool, hash)
+	rows, err := tx.query(ctx, qPendingIdempotency, r.Tool, hash)
 	if err != nil {
 		return err
 	}
@@ -213,7 +256,7 @@ func linkIdempotency(ctx context.Context, tx txn, r actions.TransitionRecord) er
 	if len(keys) != 1 {
 		return nil
 	}
-	_, err = tx.exec(ctx, `UPDATE idempotency SET task_id=? WHERE key=? AND task_id IS NULL`, r.TaskID, tx.d.key(keys[0]))
+	_, err = tx.exec(ctx, qLinkIdempotency, r.TaskID, tx.d.key(keys[0]))
 	return err
 }
 

@@ -168,6 +168,10 @@ type Conf struct {
 	// beforeBatch runs before every asynchronous commit; tests and
 	// benchmarks use it to simulate a slow disk.
 	beforeBatch func()
+	// beforeCommit, when set, runs before every group commit (group.go);
+	// an error fails the transaction, as a failed commit would. Tests use
+	// it.
+	beforeCommit func() error
 	// ackLost, when it returns true for a write's op, turns that write's
 	// successful commit into the error of a connection lost before the
 	// commit's answer arrived; tests use it.
@@ -243,6 +247,11 @@ type Store struct {
 	// firstRun: in cluster mode, this bridge id never ran on the store
 	// before (set at Open).
 	firstRun bool
+	// group is the group commit every write goes through (group.go).
+	group committer
+	// stmts are the hot writes' prepared statements (group.go), by query
+	// text; read-only after Open.
+	stmts map[string]*sql.Stmt
 }
 
 // marker is the content of the marker file.
@@ -339,6 +348,13 @@ func Open(ctx context.Context, conf Conf) (*Store, error) {
 		err = s.openSQLite(ctx)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.closeDBs()
+		if s.lock != nil {
+			_ = unlockDir(s.lock)
+		}
 		return nil, err
 	}
 	go s.writer()
@@ -488,6 +504,7 @@ func (s *Store) migrateAndClaim(ctx context.Context, where, markerPath string, m
 // closeDBs closes the database handles (the readers may be the writer's
 // pool, on PostgreSQL).
 func (s *Store) closeDBs() {
+	s.closeStmts()
 	if s.r != nil && s.r != s.w {
 		_ = s.r.Close()
 	}
@@ -739,7 +756,7 @@ func (s *Store) Healthy(ctx context.Context) error {
 		return fmt.Errorf("store: not writable: %w", s.classify(err))
 	}
 	if s.own != nil {
-		if err := s.own.check(ctx, txn{tx: tx, d: s.d}); err != nil {
+		if err := s.own.check(ctx, txn{tx: tx, d: s.d, ctx: ctx}); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("store: not writable: %w", s.classify(err))
 		}
@@ -787,6 +804,7 @@ func (s *Store) Close() error {
 			s.log.Warn("WAL checkpoint on close failed", "err", err)
 		}
 	}
+	s.closeStmts()
 	if s.r != s.w {
 		if err := s.r.Close(); err != nil {
 			errs = append(errs, err)
@@ -806,55 +824,6 @@ func (s *Store) Close() error {
 	}
 	s.log.Info("store closed", "driver", string(s.d.driver), "path", s.info.Path, "dropped", s.dropped.Load())
 	return nil
-}
-
-// tx runs fn in one write transaction and records its duration and
-// failure. It is never retried here: a transaction whose commit failed
-// may or may not have landed, and the caller treats it as not written.
-// On PostgreSQL the transaction first takes the store's write lock, so
-// commits happen one at a time in seq order, as on SQLite's one writer
-// connection (the audit cursor relies on it), and checks that this
-// process still holds the store.
-func (s *Store) tx(ctx context.Context, op string, fn func(tx txn) error) error {
-	start := time.Now()
-	err := s.tx1(ctx, fn)
-	if err == nil && s.conf.ackLost != nil && s.conf.ackLost(op) {
-		err = fmt.Errorf("%w: the connection was lost before the commit's answer arrived", ErrUnavailable)
-	}
-	if err != nil {
-		err = s.classify(err)
-		s.noteErr(op, err)
-		return err
-	}
-	s.lastErr.Store(nil)
-	if s.conf.ObserveWrite != nil {
-		s.conf.ObserveWrite(op, time.Since(start))
-	}
-	return nil
-}
-
-func (s *Store) tx1(ctx context.Context, fn func(tx txn) error) error {
-	if s.own != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.conf.BusyTimeout)
-		defer cancel()
-	}
-	sqlTx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	tx := txn{tx: sqlTx, d: s.d, from: s.conf.BridgeID}
-	if s.own != nil {
-		if err := s.own.check(ctx, tx); err != nil {
-			_ = sqlTx.Rollback()
-			return err
-		}
-	}
-	if err := fn(tx); err != nil {
-		_ = sqlTx.Rollback()
-		return err
-	}
-	return sqlTx.Commit()
 }
 
 func (s *Store) noteErr(op string, err error) {
