@@ -49,7 +49,7 @@ lint: ## golangci-lint (pinned) + go mod tidy -diff
 	$(GO) mod tidy -diff
 
 .PHONY: bench
-bench: test-deps ## run every benchmark, one package at a time (BENCH=regex, PKGS, COUNT, BENCHTIME; ~40 min); raw results to test-output/bench/bench.txt, then each target vs its same-run baseline
+bench: test-deps ## run every benchmark, one package at a time (BENCH=regex, PKGS, COUNT, BENCHTIME; ~30 min); raw results to test-output/bench/bench.txt, then each target vs its same-run baseline
 	GO=$(GO) BENCH='$(BENCH)' PKGS='$(PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
 
 # The benchmarks behind the targets of issue 19 (what bench-targets runs).
@@ -57,7 +57,7 @@ BENCH_TARGETS := ^(BenchmarkROS_ApprovedCommandLatency|BenchmarkROS_ApprovedComm
 BENCH_TARGET_PKGS := ./bridge ./toolapi ./store ./internal/benchreport
 
 .PHONY: bench-targets
-bench-targets: test-deps ## only the benchmarks behind the issue-19 targets (a few minutes), same output as bench
+bench-targets: test-deps ## only the benchmarks behind the issue-19 targets (~1 min), same output as bench
 	GO=$(GO) BENCH='$(BENCH_TARGETS)' PKGS='$(BENCH_TARGET_PKGS)' BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ALL_TARGETS=1 ./scripts/bench.sh
 
 .PHONY: bench-profile
