@@ -389,7 +389,10 @@ func (m *mcpState) add(ss *mcp.ServerSession, uri string, keys *robotKeys) {
 	if m.stopFan == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		m.stopFan = cancel
-		go m.fanOut(ctx)
+		// Subscribed before the subscription is answered, so that no
+		// event published after it is missed.
+		ch, unsubscribe := m.s.conf.Events.Subscribe(fanOutFilter)
+		go m.fanOut(ctx, ch, unsubscribe)
 	}
 	if !m.watched[ss] {
 		m.watched[ss] = true
@@ -521,11 +524,13 @@ func (m *mcpState) uris() []string {
 	return out
 }
 
-// fanOut turns bus events into resource updates until ctx ends.
-func (m *mcpState) fanOut(ctx context.Context) {
+// fanOutFilter is the events fanOut reads.
+func fanOutFilter(e events.Event) bool { return e.Type == events.TypeState || e.Type == events.TypeTask }
+
+// fanOut turns bus events, from ch, into resource updates until ctx ends.
+func (m *mcpState) fanOut(ctx context.Context, ch <-chan events.Event, unsubscribe func()) {
 	bus := m.s.conf.Events
-	filter := func(e events.Event) bool { return e.Type == events.TypeState || e.Type == events.TypeTask }
-	ch, unsubscribe := bus.Subscribe(filter)
+	filter := fanOutFilter
 	defer func() { unsubscribe() }()
 	tt := taskThrottle{clock: m.s.conf.Clock, last: map[string]taskSent{}, pending: map[string]bool{}}
 	defer tt.stop()
