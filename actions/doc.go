@@ -12,7 +12,13 @@
 // expired, cancelled, recovered, in a latched fault or e-stopped. Every
 // transition is handed to the Recorder before the motion it implies is
 // sent; the one exception is a stop, which is sent first and recorded
-// right after. The runner never touches the driver: every command goes
+// right after. A call authorized when it is made (approval: never, or an
+// operator's scoped grant that covers it) writes the records before its
+// first command — created, (awaiting and) approved, executing — in one
+// commit when the Recorder is a BatchRecorder: the transitions that imply
+// no command are held and go with the start's record, their views reach
+// the Observer only once written, and the call is answered only once they
+// are on the disk. The runner never touches the driver: every command goes
 // through safety.Supervisor.Execute.
 //
 // One motion task runs at a time: a second call while one is live gets

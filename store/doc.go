@@ -45,6 +45,19 @@
 // operator's e-stop, reset or clear only then, after the stop has gone out,
 // so an acknowledged e-stop survives a crash.
 //
+// Every write, of either speed, is committed through one group commit
+// (group.go): the writer that finds no commit in progress leads, taking
+// what is queued at that moment into one transaction — one fsync for the
+// transitions of several robots that move at once — and the writers that
+// queue meanwhile are led by the first of them as soon as that commit is
+// done. Nothing waits for company (there is no timer), every caller
+// returns once its own write is committed, a write whose statements fail
+// is rolled back alone (a savepoint each), and a commit that fails fails
+// every write of its group. RecordTransitions writes several transitions
+// in one transaction: the runner's created, approved and executing of a
+// call authorized when it is made, before its first command. The hot
+// writes' statements are prepared once, at Open.
+//
 // A run that finds the store still marked running — the previous process
 // was killed or crashed — reports it in Info.CleanShutdown, and the store
 // keeps knowing it until a run has recovered it (Recover), so a start that
