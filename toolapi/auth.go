@@ -60,8 +60,13 @@ func PrincipalFromRequest(r *http.Request) (Principal, bool) {
 
 // PrincipalFromContext returns the authenticated caller carried by ctx.
 func PrincipalFromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	switch p := ctx.Value(principalKey{}).(type) {
+	case Principal:
+		return p, true
+	case *Principal:
+		return *p, true // a reqCtx's
+	}
+	return Principal{}, false
 }
 
 // WithPrincipal returns ctx carrying p (for front ends and tests that call
@@ -211,6 +216,14 @@ func (s *Server) requireRole(need Role, h http.Handler) http.Handler {
 		if !p.Role.allows(need) {
 			writeHTTPError(w, http.StatusForbidden, permissionDenied(
 				fmt.Sprintf("the %s credential may not use this route; it needs the %s role", p.Role, need), need))
+			return
+		}
+		if rc, ok := r.Context().(*reqCtx); ok && !rc.hasP {
+			// The request's own context, made by traced and not yet
+			// authenticated: it takes the principal, with no new copy of
+			// the request.
+			rc.p, rc.hasP = p, true
+			h.ServeHTTP(w, r)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))

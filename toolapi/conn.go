@@ -3,7 +3,6 @@ package toolapi
 import (
 	"context"
 	"net"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 )
@@ -37,30 +36,24 @@ func WithConnID(ctx context.Context, id string) context.Context {
 
 // ConnIDFromContext returns the connection id ctx carries.
 func ConnIDFromContext(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(connIDKey{}).(string)
-	return id, ok && id != ""
-}
-
-// connKeyed makes sure every request's context names its connection: the
-// id ConnContext gave it, or else its remote address, unique among the
-// connections open at one time.
-func connKeyed(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := ConnIDFromContext(r.Context()); !ok && r.RemoteAddr != "" {
-			r = r.WithContext(WithConnID(r.Context(), "addr "+r.RemoteAddr))
-		}
-		h.ServeHTTP(w, r)
-	})
+	var id string
+	switch v := ctx.Value(connIDKey{}).(type) {
+	case string:
+		id = v
+	case *string:
+		id = *v // a reqCtx's
+	}
+	return id, id != ""
 }
 
 // loopKey is the loop guard's key of a call: the credential with the
 // session_id, or without one the connection (in its own namespace, so no
 // session_id can name a connection's bucket).
-func loopKey(ctx context.Context, principal, sessionID string) string {
+func loopKey(ctx context.Context, principal, sessionID string) sessionKey {
 	if sessionID == "" {
 		if id, ok := ConnIDFromContext(ctx); ok {
-			return principal + "\x01" + id
+			return sessionKey{principal: principal, conn: true, id: id}
 		}
 	}
-	return principal + "\x00" + sessionID
+	return sessionKey{principal: principal, id: sessionID}
 }

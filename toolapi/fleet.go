@@ -147,11 +147,16 @@ type unit struct {
 	safety         Safety
 	latches        func() (estop, fault bool)
 	rd, sc         *reader
+	// states is the robot's cached get_robot_state answer.
+	states *stateCache
 }
 
 // unitReaders are one robot's read breakers, kept across calls so that a
 // robot whose link keeps failing opens its own breaker, never another's.
-type unitReaders struct{ rd, sc *reader }
+type unitReaders struct {
+	rd, sc *reader
+	states stateCache
+}
 
 // multi reports whether the server serves more than one robot.
 func (s *Server) multi() bool { return len(s.ids) > 1 }
@@ -175,7 +180,7 @@ func (s *Server) unitOf(fr FleetRobot) *unit {
 	rs := s.readersOf(fr.ID)
 	u := &unit{
 		id: fr.ID, name: fr.Name, room: fr.Room, tasks: fr.Tasks, robot: fr.Robot, scene: fr.Scene, safety: fr.Safety,
-		latches: fr.Latches, rd: rs.rd, sc: rs.sc,
+		latches: fr.Latches, rd: rs.rd, sc: rs.sc, states: &rs.states,
 	}
 	u.fill(s)
 	return u

@@ -23,8 +23,17 @@ type guard struct {
 	idleAfter time.Duration
 
 	mu        sync.Mutex
-	sessions  map[string]*session // guarded by mu
-	lastSweep time.Time           // guarded by mu
+	sessions  map[sessionKey]*session // guarded by mu
+	lastSweep time.Time               // guarded by mu
+}
+
+// sessionKey is a session as the guard and the call history key it: the
+// credential, and its session_id (conn false) or, for the loop guard of
+// a call without one, its connection (conn true; see loopKey).
+type sessionKey struct {
+	principal string
+	conn      bool
+	id        string
 }
 
 type session struct {
@@ -49,11 +58,11 @@ func newGuard(c Conf) *guard {
 	return &guard{
 		rate: c.RatePerSecond, burst: float64(c.RateBurst), budget: c.CallBudget, window: c.BudgetWindow,
 		loopN: c.LoopThreshold, loopWin: c.LoopWindow, idleAfter: max(c.BudgetWindow, c.LoopWindow),
-		sessions: map[string]*session{},
+		sessions: map[sessionKey]*session{},
 	}
 }
 
-func (g *guard) get(key string, now time.Time) *session {
+func (g *guard) get(key sessionKey, now time.Time) *session {
 	if now.Sub(g.lastSweep) > time.Minute {
 		for k, s := range g.sessions {
 			if now.Sub(s.lastSeen) > g.idleAfter {
@@ -73,7 +82,7 @@ func (g *guard) get(key string, now time.Time) *session {
 
 // admit takes one call from the session's budget and rate, or says when
 // to come back.
-func (g *guard) admit(key string, now time.Time) *toolerr.Error {
+func (g *guard) admit(key sessionKey, now time.Time) *toolerr.Error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.get(key, now)
@@ -107,20 +116,20 @@ func (g *guard) admit(key string, now time.Time) *toolerr.Error {
 	return nil
 }
 
-// outcome records how a call of tool with argsHash ended and returns the
-// LOOP_DETECTED error that replaces err when the same non-retryable error
-// has now happened loopN times in a row.
-func (g *guard) outcome(key, tool string, argsHash func() string, err *toolerr.Error, now time.Time) *toolerr.Error {
+// outcome records how a call of tool with arguments argsHash ended and
+// returns the LOOP_DETECTED error that replaces err when the same
+// non-retryable error has now happened loopN times in a row.
+func (g *guard) outcome(key sessionKey, tool string, argsHash *argsHasher, err *toolerr.Error, now time.Time) *toolerr.Error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.get(key, now)
 	if err == nil || err.Retryable() || err.Type == toolerr.LoopDetected {
 		if len(s.fails) > 0 {
-			delete(s.fails, tool+"\x00"+argsHash())
+			delete(s.fails, tool+"\x00"+argsHash.hash())
 		}
 		return nil
 	}
-	fk := tool + "\x00" + argsHash()
+	fk := tool + "\x00" + argsHash.hash()
 	f := s.fails[fk]
 	if f.typ != err.Type || now.Sub(f.last) > g.loopWin {
 		f = failRec{typ: err.Type}

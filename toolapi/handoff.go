@@ -77,42 +77,61 @@ func (noEscalations) TakeAnswer(context.Context, string, string) (escalation.Esc
 // history keeps each session's last tool calls for its escalations.
 type history struct {
 	mu       sync.Mutex
-	sessions map[string][]escalation.Call // guarded by mu
-	seen     map[string]time.Time         // guarded by mu
-	swept    time.Time                    // guarded by mu; the last sweep of idle sessions
+	sessions map[sessionKey]*recentCalls // guarded by mu
+	swept    time.Time                   // guarded by mu; the last sweep of idle sessions
+}
+
+// recentCalls is a session's last escalation.MaxRecent calls, a ring:
+// the newest at next-1.
+type recentCalls struct {
+	calls [escalation.MaxRecent]escalation.Call
+	next  int
+	n     int
+	seen  time.Time
 }
 
 func newHistory() *history {
-	return &history{sessions: map[string][]escalation.Call{}, seen: map[string]time.Time{}}
+	return &history{sessions: map[sessionKey]*recentCalls{}}
 }
 
 // historyIdle forgets a session's calls after this long without one.
 const historyIdle = time.Hour
 
-func (h *history) add(key string, c escalation.Call) {
+func (h *history) add(key sessionKey, c escalation.Call) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c.At.Sub(h.swept) > time.Minute {
-		for k, at := range h.seen {
-			if c.At.Sub(at) > historyIdle {
-				delete(h.seen, k)
+		for k, r := range h.sessions {
+			if c.At.Sub(r.seen) > historyIdle {
 				delete(h.sessions, k)
 			}
 		}
 		h.swept = c.At
 	}
-	calls := append(h.sessions[key], c)
-	if len(calls) > escalation.MaxRecent {
-		calls = calls[len(calls)-escalation.MaxRecent:]
+	r := h.sessions[key]
+	if r == nil {
+		r = &recentCalls{}
+		h.sessions[key] = r
 	}
-	h.sessions[key] = calls
-	h.seen[key] = c.At
+	r.calls[r.next] = c
+	r.next = (r.next + 1) % len(r.calls)
+	r.n = min(r.n+1, len(r.calls))
+	r.seen = c.At
 }
 
-func (h *history) recent(key string) []escalation.Call {
+// recent returns the session's last calls, oldest first.
+func (h *history) recent(key sessionKey) []escalation.Call {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]escalation.Call(nil), h.sessions[key]...)
+	r := h.sessions[key]
+	if r == nil || r.n == 0 {
+		return nil
+	}
+	out := make([]escalation.Call, 0, r.n)
+	for i := range r.n {
+		out = append(out, r.calls[(r.next-r.n+i+len(r.calls))%len(r.calls)])
+	}
+	return out
 }
 
 // shorten cuts s to n characters, marking the cut.
@@ -126,8 +145,13 @@ func cutText(s string, n int) string {
 
 // callRecord is one call as an escalation shows it: arguments redacted.
 func (s *Server) callRecord(at time.Time, tool string, args map[string]any, env Envelope) escalation.Call {
-	raw, _ := json.Marshal(s.reg.Redact(tool, args))
-	c := escalation.Call{At: at, Tool: cutText(tool, 64), Args: cutText(string(raw), 200), OK: env.OK}
+	// No arguments are "{}" as Redact and json.Marshal would write them.
+	rawArgs := "{}"
+	if len(args) > 0 {
+		raw, _ := json.Marshal(s.reg.Redact(tool, args))
+		rawArgs = string(raw)
+	}
+	c := escalation.Call{At: at, Tool: cutText(tool, 64), Args: cutText(rawArgs, 200), OK: env.OK}
 	if env.Error != nil {
 		c.ErrorType, c.Message = string(env.Error.Type), cutText(env.Error.Message, 300)
 	} else {
@@ -188,7 +212,7 @@ func (s *Server) sessionTask(p Principal, u *unit, session, id string) bool {
 func (s *Server) escalate(ctx context.Context, agent, session, taskID, robotID, summary string, src escalation.Source) (escalation.Escalation, error) {
 	e, err := s.conf.Escalations.Open(ctx, escalation.OpenRequest{
 		SessionID: session, Agent: agent, TaskID: taskID, RobotID: robotID, Summary: summary, Source: src,
-		Recent: s.hist.recent(agent + "\x00" + session),
+		Recent: s.hist.recent(sessionKey{principal: agent, id: session}),
 	})
 	if err != nil {
 		if te, ok := errors.AsType[*toolerr.Error](err); ok {

@@ -51,7 +51,7 @@ func (s *Server) routes() {
 	s.Mount("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, toolerr.New(toolerr.NotFound, "no route %s %s; see GET /v1/tools", r.Method, r.URL.EscapedPath()))
 	}), RoleAgent)
-	s.h = connKeyed(s.traced(s.recoverer(s.mux)))
+	s.h = s.traced(s.recoverer(s.mux))
 }
 
 // recoverer turns a panic in a handler into an INTERNAL error response,
@@ -74,18 +74,27 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := encodeJSON(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"ok":false,"error":{"type":"INTERNAL","message":"response could not be encoded","retryable":true,"retry_after_ms":1000,"suggestion":"try again once"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// encodeJSON is v as every JSON response carries it: HTML characters not
+// escaped, a newline after.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"ok":false,"error":{"type":"INTERNAL","message":"response could not be encoded","retryable":true,"retry_after_ms":1000,"suggestion":"try again once"}}` + "\n")
+		return nil, err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // httpError is the body of an HTTP-layer failure (bad body, no token): the
@@ -181,6 +190,14 @@ const maxIDLen = 256
 // arguments themselves is the tool-level argErr (HTTP 200, ok false), so
 // the agent gets it in the envelope like any other INVALID_PARAMS.
 func decodeCallBody(data []byte) (req CallRequest, argErr *toolerr.Error, bodyErr *toolerr.Error) {
+	if req, ok := decodeCallBodyFast(data); ok {
+		return req, nil, nil
+	}
+	return decodeCallBodyJSON(data)
+}
+
+// decodeCallBodyJSON is decodeCallBody with encoding/json, for any body.
+func decodeCallBodyJSON(data []byte) (req CallRequest, argErr *toolerr.Error, bodyErr *toolerr.Error) {
 	var b callBody
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -272,21 +289,27 @@ func fieldError(field string, received any, allowed string) *toolerr.Error {
 // readBody reads at most the configured body size; a larger body is a
 // 413 with an envelope-shaped error.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body := http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes)
+	var body io.Reader
 	var data []byte
 	var err error
 	if n := r.ContentLength; n >= 0 && n <= s.conf.MaxBodyBytes {
-		// The common case: a declared, small body is read in one go.
-		data = make([]byte, n)
+		// The common case: a declared, small body is read in one go. One
+		// byte past it is read to check nothing follows; below the limit
+		// that byte is within it, so the body needs no MaxBytesReader.
+		body = r.Body
+		if n == s.conf.MaxBodyBytes {
+			body = http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes)
+		}
+		// The byte past the body is read into the buffer's spare one.
+		data = make([]byte, n, n+1)
 		_, err = io.ReadFull(body, data)
 		if err == nil {
-			var one [1]byte
-			if m, _ := body.Read(one[:]); m > 0 {
+			if m, _ := body.Read(data[n : n+1]); m > 0 {
 				err = errors.New("body longer than its Content-Length")
 			}
 		}
 	} else {
-		data, err = io.ReadAll(body)
+		data, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.conf.MaxBodyBytes))
 	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -331,7 +354,18 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.callWithArgError(r.Context(), principalOf(r), req, argErr))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Call(r.Context(), principalOf(r), req))
+	s.writeReply(w, s.call(r.Context(), principalOf(r), req, nil))
+}
+
+// writeReply writes a call's envelope: get_robot_state's cached answer as
+// its encoding with this call's state_age_ms, anything else encoded now.
+// The bytes are the same either way.
+func (s *Server) writeReply(w http.ResponseWriter, r reply) {
+	if r.state != nil {
+		writeStateAnswer(w, r.state, r.obs.Age().Milliseconds())
+		return
+	}
+	writeJSON(w, http.StatusOK, r.envelope())
 }
 
 func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) {

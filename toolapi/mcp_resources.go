@@ -525,7 +525,9 @@ func (m *mcpState) uris() []string {
 }
 
 // fanOutFilter is the events fanOut reads.
-func fanOutFilter(e events.Event) bool { return e.Type == events.TypeState || e.Type == events.TypeTask }
+func fanOutFilter(e events.Event) bool {
+	return e.Type == events.TypeState || e.Type == events.TypeTask
+}
 
 // fanOut turns bus events, from ch, into resource updates until ctx ends.
 func (m *mcpState) fanOut(ctx context.Context, ch <-chan events.Event, unsubscribe func()) {

@@ -84,6 +84,10 @@ type Tool struct {
 	// never needed there, and a model told "allowed: only robot_id" of a
 	// tool that takes nothing would be sent looking for an id.
 	hideRobotID bool
+	// emptyValid records that Validate passes a call without arguments
+	// (set once the registry built the tool; validation depends on the
+	// arguments alone).
+	emptyValid bool
 }
 
 // argForm is one way of calling a tool whose arguments come in
@@ -379,6 +383,7 @@ func NewFleetRegistry(cfg *hwconfig.Config, robotIDs []string) (*Registry, error
 			return nil, fmt.Errorf("toolapi: schema of %s: %w", t.Name, err)
 		}
 		t.schema = sch
+		t.emptyValid = t.Validate(map[string]any{}) == nil
 		r.tools = append(r.tools, t)
 		r.byName[t.Name] = t
 	}

@@ -71,16 +71,31 @@ func (r *reader) do(ctx context.Context, fn0 func(ctx context.Context) (any, err
 			r.cb.RecordSuccess()
 			return v, nil
 		}
-		if !transient(v, err) {
-			return nil, r.toErr(err)
-		}
-		// A transient failure: count it and go through the full policy
-		// (backoff, jitter, breaker) for the retries.
-		r.cb.RecordFailure()
-		if !sleepCtx(ctx, r.firstBackoff) {
-			return nil, r.toErr(ctx.Err())
+		if err := r.afterFirst(ctx, err); err != nil {
+			return nil, err
 		}
 	}
+	return r.retry(ctx, fn)
+}
+
+// afterFirst takes a fast-path read that failed with err: the error to
+// return when the read is not to be repeated; nil when it is, once a
+// transient failure is counted and the first backoff has passed.
+func (r *reader) afterFirst(ctx context.Context, err error) error {
+	if !transient(nil, err) {
+		return r.toErr(err)
+	}
+	// A transient failure: count it and go through the full policy
+	// (backoff, jitter, breaker) for the retries.
+	r.cb.RecordFailure()
+	if !sleepCtx(ctx, r.firstBackoff) {
+		return r.toErr(ctx.Err())
+	}
+	return nil
+}
+
+// retry runs fn through the full policy: retries behind the breaker.
+func (r *reader) retry(ctx context.Context, fn func(ctx context.Context) (any, error)) (any, error) {
 	v, err := r.exec.WithContext(ctx).Get(func() (any, error) { return fn(ctx) })
 	if err == nil {
 		return v, nil

@@ -66,6 +66,33 @@ type flight struct {
 type metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// ok holds each tool's series of an ok call, resolved on its first
+	// ok call (no series exists before), so that the common case looks
+	// no labels up. The map is fixed in New.
+	ok map[string]*okSeries
+}
+
+// okSeries are one tool's metric series of an ok call.
+type okSeries struct {
+	once     sync.Once
+	calls    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// observe counts one call of tool (label) of kind with outcome and error
+// type, which took d.
+func (m *metrics) observe(label, kind, outcome, errType string, d time.Duration) {
+	if o := m.ok[label]; o != nil && outcome == "ok" && errType == "none" {
+		o.once.Do(func() {
+			o.calls = m.calls.WithLabelValues(label, kind, outcome, errType)
+			o.duration = m.duration.WithLabelValues(label)
+		})
+		o.calls.Inc()
+		o.duration.Observe(d.Seconds())
+		return
+	}
+	m.calls.WithLabelValues(label, kind, outcome, errType).Inc()
+	m.duration.WithLabelValues(label).Observe(d.Seconds())
 }
 
 // newMetrics registers the tool API's metrics on reg (nil: kept, not
@@ -135,7 +162,7 @@ func New(conf Conf) (*Server, error) {
 		s.readers.Store(id, rs)
 		s.one = &unit{
 			id: id, name: c.HWConfig.Robot.Name, tasks: c.Tasks, robot: c.Robot, scene: c.Scene, safety: c.Safety,
-			rd: rs.rd, sc: rs.sc,
+			rd: rs.rd, sc: rs.sc, states: &rs.states,
 		}
 		s.one.fill(s)
 		s.ids = []string{id}
@@ -169,6 +196,10 @@ func New(conf Conf) (*Server, error) {
 		"robot_state": s.worstBreaker(func(r *unitReaders) *reader { return r.rd }),
 		"perception":  s.worstBreaker(func(r *unitReaders) *reader { return r.sc }),
 	})
+	s.m.ok = make(map[string]*okSeries, len(reg.tools))
+	for _, t := range reg.tools {
+		s.m.ok[t.Name] = &okSeries{}
+	}
 	s.routes()
 	return s, nil
 }
@@ -234,8 +265,13 @@ type outcome struct {
 	text string
 	task *TaskRef
 	err  *toolerr.Error
-	// obs is the robot observation the tool already made, if any.
-	obs *robot.Observation
+	// obs is the robot observation the tool already made, when observed.
+	obs      robot.Observation
+	observed bool
+	// state is get_robot_state's ok answer, cached (statecache.go): data
+	// is then left out, to be built from obs only when a front end needs
+	// it (reply.envelope).
+	state *stateAnswer
 	// stopSentAt is set by the stop tool: the envelope says "stopped"
 	// only from a state received after it.
 	stopSentAt time.Time
@@ -245,6 +281,9 @@ type outcome struct {
 	// robotWords, when set, is the envelope's robot field, already
 	// observed: the fleet's words of a call for every robot.
 	robotWords string
+	// attempts is how often the tool's read was tried (its log line's
+	// attempt).
+	attempts int32
 	// untrusted names the fields that hold text from outside the bridge
 	// (describe_scene's); envelope adds a grasp task's and keeps those
 	// the envelope holds.
@@ -260,6 +299,18 @@ func fail(err error) outcome { return outcome{err: toolerr.As(err)} }
 // scene text as untrusted (describe_scene's, and a grasp task's, whose
 // texts name the object by its label).
 func (out outcome) envelope(tool string) Envelope {
+	env := out.envelopeLazy(tool)
+	if out.state != nil {
+		env.Data = newStateData(out.obs)
+	}
+	return env
+}
+
+// envelopeLazy is envelope, but for get_robot_state's cached answer's
+// data, left out (nil) for reply.envelope to build when it is needed.
+// Nothing else in the envelope depends on it: the answer marks no field
+// untrusted.
+func (out outcome) envelopeLazy(tool string) Envelope {
 	env := Envelope{OK: out.err == nil, Tool: tool, Data: out.data, Text: out.text, Task: out.task}
 	untrusted := out.untrusted
 	if d, ok := out.data.(TaskData); ok && d.Tool == ToolGrasp {
@@ -281,25 +332,46 @@ func (out outcome) envelope(tool string) Envelope {
 // validation, idempotency, execution, loop guard — and always returns an
 // Envelope, never an error: a failure is an envelope with ok false.
 func (s *Server) Call(ctx context.Context, p Principal, req CallRequest) Envelope {
-	return s.call(ctx, p, req, nil)
+	return s.call(ctx, p, req, nil).envelope()
+}
+
+// reply is a call's envelope as the call path leaves it. get_robot_state's
+// ok answer leaves its data to be built from obs (lazy) only when a front
+// end needs it: the HTTP front end writes the cached encoding instead,
+// when the envelope is that answer word for word (state).
+type reply struct {
+	env Envelope
+	// state is the cached answer env is exactly, but for data, which is
+	// the answer's with state_age_ms of obs; nil when env is anything
+	// else (an operator's answer added to it, say).
+	state *stateAnswer
+	obs   robot.Observation
+	lazy  bool
+}
+
+// envelope is the whole envelope, data built.
+func (r reply) envelope() Envelope {
+	if r.lazy {
+		r.env.Data = newStateData(r.obs)
+	}
+	return r.env
 }
 
 // callWithArgError answers a call whose arguments could not even be read
 // (argErr) through the same path, so rate limit and loop guard apply.
 func (s *Server) callWithArgError(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) Envelope {
 	req.Arguments = map[string]any{"unreadable_arguments": argErr.Details["received"]}
-	return s.call(ctx, p, req, argErr)
+	return s.call(ctx, p, req, argErr).envelope()
 }
 
-func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) Envelope {
+func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr *toolerr.Error) reply {
 	start := s.conf.Clock.Now()
 	if req.TraceID == "" {
 		req.TraceID = TraceIDFromContext(ctx)
 	}
-	ctx, attempts := withAttemptCounter(ctx)
 	// The rate limit and budget are per credential and session_id; the
 	// loop guard, without a session_id, per connection (see conn.go).
-	sessKey := p.Name + "\x00" + req.SessionID
+	sessKey := sessionKey{principal: p.Name, id: req.SessionID}
 	loopBucket := loopKey(ctx, p.Name, req.SessionID)
 	args := req.Arguments
 	if args == nil {
@@ -307,13 +379,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 	}
 	// The canonical hash is only needed for idempotency, the loop guard
 	// and logs of failures; compute it once, on demand.
-	var hash string
-	argsHash := func() string {
-		if hash == "" {
-			hash = safety.ArgsHash(req.Tool, args)
-		}
-		return hash
-	}
+	argsHash := &argsHasher{tool: req.Tool, args: args}
 	tool, known := s.reg.Lookup(req.Tool)
 	// u is the robot the call is for: the only one until the arguments
 	// name another; nil on a fleet when they name none.
@@ -323,6 +389,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		// strict mode sends every argument), for validation, the
 		// idempotency hash and the runner alike.
 		args = tool.WithoutOptionalNulls(args)
+		argsHash.args = args
 	}
 
 	var out outcome
@@ -363,6 +430,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 				// the robot moving. The reason reaches the operator
 				// cleaned of control and bidi characters.
 				args, stopNote = stopArgs(tool, args, te)
+				argsHash.args = args
 				if stopNote != "" {
 					te = nil
 				}
@@ -388,7 +456,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 			}
 		}
 	}
-	env := out.envelope(req.Tool)
+	env := out.envelopeLazy(req.Tool)
 	if stopNote != "" && env.OK {
 		env.Text = strings.TrimSpace(env.Text + " " + stopNote)
 	}
@@ -398,6 +466,13 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		s.loopEscalation(ctx, p, req, looped)
 	}
 	s.deliverAnswer(ctx, p, req.SessionID, &env)
+	rep := reply{env: env}
+	if a := out.state; a != nil {
+		rep.obs, rep.lazy = out.obs, true
+		if env.OK && env.Tool == ToolGetRobotState && env.OperatorMessage == nil && env.Text == a.text && env.Robot == a.robot && a.head != nil {
+			rep.state = a
+		}
+	}
 
 	outcomeLabel, errType := "ok", "none"
 	if env.Error != nil {
@@ -408,8 +483,7 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		label = "unknown"
 	}
 	d := s.conf.Clock.Since(start)
-	s.m.calls.WithLabelValues(label, kind, outcomeLabel, errType).Inc()
-	s.m.duration.WithLabelValues(label).Observe(d.Seconds())
+	s.m.observe(label, kind, outcomeLabel, errType, d)
 	lvl := slog.LevelInfo
 	if env.OK && kind == string(KindState) {
 		lvl = slog.LevelDebug
@@ -419,8 +493,8 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		// schema-marked sensitive values never reach a log line, nor do
 		// tokens, which never reach this function.
 		attrs := []any{
-			"tool", label, "kind", kind, "principal", p.Name, "session_id", req.SessionID, "args_hash", argsHash()[:16],
-			"ok", env.OK, "duration", d, "attempt", max(1, attempts.Load()),
+			"tool", label, "kind", kind, "principal", p.Name, "session_id", req.SessionID, "args_hash", argsHash.hash()[:16],
+			"ok", env.OK, "duration", d, "attempt", max(1, out.attempts),
 		}
 		if req.TraceID != "" {
 			attrs = append(attrs, "trace_id", req.TraceID)
@@ -442,7 +516,23 @@ func (s *Server) call(ctx context.Context, p Principal, req CallRequest, argErr 
 		}
 		s.log.Log(ctx, lvl, "tool call", attrs...)
 	}
-	return env
+	return rep
+}
+
+// argsHasher is a call's canonical arguments hash (safety.ArgsHash),
+// computed on first use; args follows the call's arguments as they
+// change (nulls dropped, a stop's cleaned).
+type argsHasher struct {
+	tool string
+	args map[string]any
+	h    string
+}
+
+func (a *argsHasher) hash() string {
+	if a.h == "" {
+		a.h = safety.ArgsHash(a.tool, a.args)
+	}
+	return a.h
 }
 
 func (s *Server) unknownTool(name string) *toolerr.Error {
@@ -497,33 +587,39 @@ func (s *Server) robotText(ctx context.Context, u *unit, out outcome) string {
 		return fleetWords(s.rows(ctx, s.units(), out.stopSentAt))
 	}
 	var b strings.Builder
-	obs := out.obs
-	if obs == nil {
-		o, err := s.observe(ctx, u)
-		if err != nil {
-			b.WriteString("robot state unknown (no state from the robot: ")
-			b.WriteString(toolerr.As(err).Message)
-			b.WriteString(")")
-			if !o.LinkUp {
-				b.WriteString(", robot link down")
-			}
-		} else {
-			obs = &o
+	if out.observed {
+		b.WriteString(observedWords(out.obs, out.stopSentAt))
+	} else if o, err := s.observe(ctx, u); err != nil {
+		b.WriteString("robot state unknown (no state from the robot: ")
+		b.WriteString(toolerr.As(err).Message)
+		b.WriteString(")")
+		if !o.LinkUp {
+			b.WriteString(", robot link down")
 		}
-	}
-	if obs != nil {
-		o := *obs
-		if !out.stopSentAt.IsZero() {
-			o.StopSentAt = out.stopSentAt
-		}
-		b.WriteString(o.Summary())
-	}
-	if v, ok := u.tasks.Active(); ok {
-		fmt.Fprintf(&b, ", task %s (%s) %s", v.ID, v.Tool, StatusPhrase(v.Status))
 	} else {
-		b.WriteString(", no task running")
+		b.WriteString(observedWords(o, out.stopSentAt))
 	}
+	v, busy := u.tasks.Active()
+	b.WriteString(taskWords(v, busy))
 	return b.String()
+}
+
+// observedWords says what o shows of the robot; after a stop sent at
+// stopSentAt (when set) "stopped" only from a state received since.
+func observedWords(o robot.Observation, stopSentAt time.Time) string {
+	if !stopSentAt.IsZero() {
+		o.StopSentAt = stopSentAt
+	}
+	return o.Summary()
+}
+
+// taskWords is the robot field's end: the task holding the robot (v,
+// when busy), or that none runs.
+func taskWords(v actions.TaskView, busy bool) string {
+	if busy {
+		return fmt.Sprintf(", task %s (%s) %s", v.ID, v.Tool, StatusPhrase(v.Status))
+	}
+	return ", no task running"
 }
 
 // clampWait bounds a requested wait by Conf.MaxWait.
@@ -544,21 +640,18 @@ func (s *Server) runState(ctx context.Context, u *unit, t *Tool, args map[string
 		}
 		return s.getTask(ctx, u, id, wait)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.conf.StateTimeout, t.Timeout))
-	defer cancel()
+	sc := newStateCtx(ctx, max(s.conf.StateTimeout, t.Timeout))
+	defer sc.release()
+	out := s.runStateTool(sc, u, t, args)
+	out.attempts = sc.attempts.Load()
+	return out
+}
+
+// runStateTool runs state tool t (but get_task) within its context.
+func (s *Server) runStateTool(ctx context.Context, u *unit, t *Tool, args map[string]any) outcome {
 	switch t.Name {
 	case ToolGetRobotState:
-		v, err := u.rd.do(ctx, func(ctx context.Context) (any, error) {
-			obs, err := s.observe(ctx, u)
-			if err != nil {
-				return nil, err
-			}
-			if !obs.LinkUp {
-				return nil, toolerr.New(toolerr.Unavailable, "the robot link is down; the robot was %s", obs.LastSeen()).
-					With("link", "down").With("state_age_ms", obs.Age().Milliseconds())
-			}
-			return obs, nil
-		})
+		obs, err := s.readState(ctx, u)
 		if err != nil {
 			te := toolerr.As(err)
 			if te.Type == toolerr.Unavailable {
@@ -571,13 +664,12 @@ func (s *Server) runState(ctx context.Context, u *unit, t *Tool, args map[string
 			}
 			return fail(te)
 		}
-		obs := v.(robot.Observation)
-		cond := obs.Condition()
-		text := "The robot is " + obs.Summary() + "."
-		if !cond.Current() {
-			text = "The robot was " + obs.Summary() + "; it may have moved since."
-		}
-		return outcome{data: newStateData(obs), text: text, obs: &obs}
+		// The task is read after the state, as the robot field always
+		// read it; the answer is the cached one only when made from the
+		// same state, link, condition, age words and task.
+		v, busy := u.tasks.Active()
+		a := u.states.answer(obs, v, busy)
+		return outcome{text: a.text, robotWords: a.robot, obs: obs, observed: true, state: a}
 	case ToolDescribeScene:
 		q := SceneQuery{}
 		q.Label, _ = args["label"].(string)
@@ -618,6 +710,64 @@ func (s *Server) runState(ctx context.Context, u *unit, t *Tool, args map[string
 		return outcome{data: st, text: text}
 	}
 	return fail(toolerr.New(toolerr.Internal, "state tool %s has no implementation", t.Name))
+}
+
+// stateText is get_robot_state's text for a state it answers with: what
+// the robot is doing for a current state, else what it was doing.
+func stateText(obs robot.Observation) string {
+	if !obs.Condition().Current() {
+		return "The robot was " + obs.Summary() + "; it may have moved since."
+	}
+	return "The robot is " + obs.Summary() + "."
+}
+
+// readState is get_robot_state's read of robot u through its breaker, as
+// reader.do reads, without allocating when the first try succeeds: the
+// newest state, observed, or an error (UNAVAILABLE while the link is
+// down).
+func (s *Server) readState(ctx context.Context, u *unit) (robot.Observation, error) {
+	if u.rd.cb.IsClosed() {
+		countAttempt(ctx)
+		obs, err := s.observeUp(ctx, u)
+		if err == nil {
+			u.rd.cb.RecordSuccess()
+			return obs, nil
+		}
+		if err := u.rd.afterFirst(ctx, err); err != nil {
+			return robot.Observation{}, err
+		}
+	}
+	return s.readStateRetry(ctx, u)
+}
+
+// readStateRetry is readState past its first try: the reader's retries
+// behind its breaker.
+func (s *Server) readStateRetry(ctx context.Context, u *unit) (robot.Observation, error) {
+	v, err := u.rd.retry(ctx, func(ctx context.Context) (any, error) {
+		countAttempt(ctx)
+		obs, err := s.observeUp(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		return obs, nil
+	})
+	if err != nil {
+		return robot.Observation{}, err
+	}
+	return v.(robot.Observation), nil
+}
+
+// observeUp is observe, failing UNAVAILABLE while the link is down.
+func (s *Server) observeUp(ctx context.Context, u *unit) (robot.Observation, error) {
+	obs, err := s.observe(ctx, u)
+	if err != nil {
+		return obs, err
+	}
+	if !obs.LinkUp {
+		return obs, toolerr.New(toolerr.Unavailable, "the robot link is down; the robot was %s", obs.LastSeen()).
+			With("link", "down").With("state_age_ms", obs.Age().Milliseconds())
+	}
+	return obs, nil
 }
 
 type stateData struct {
@@ -682,7 +832,7 @@ func lastKnown(te *toolerr.Error, obs robot.Observation) outcome {
 	te.With("link_up", obs.LinkUp).With("last_known", true).With("state_age_ms", obs.Age().Milliseconds())
 	text := fmt.Sprintf("The robot cannot be reached now: %s; %s. It may have moved since; wait %s before reading it again, "+
 		"and send no motion until it answers.", why, was, robot.FormatAge(te.RetryAfter))
-	return outcome{err: te, data: newStateData(obs), text: text, obs: &obs, dataWithError: true}
+	return outcome{err: te, data: newStateData(obs), text: text, obs: obs, observed: true, dataWithError: true}
 }
 
 func (s *Server) getTask(ctx context.Context, u *unit, id string, wait time.Duration) outcome {
@@ -801,7 +951,7 @@ func (s *Server) listNamedPoses() outcome {
 	return outcome{data: data, text: text}
 }
 
-func (s *Server) runAction(ctx context.Context, p Principal, u *unit, t *Tool, args map[string]any, argsHash func() string, req CallRequest) outcome {
+func (s *Server) runAction(ctx context.Context, p Principal, u *unit, t *Tool, args map[string]any, argsHash *argsHasher, req CallRequest) outcome {
 	switch t.Name {
 	case ToolStop:
 		reason, _ := args["reason"].(string)
@@ -844,7 +994,7 @@ func (s *Server) runAction(ctx context.Context, p Principal, u *unit, t *Tool, a
 		err      error
 	)
 	if req.IdempotencyKey != "" {
-		v, replayed, err = s.submitOnce(ctx, p, u, r, argsHash(), req)
+		v, replayed, err = s.submitOnce(ctx, p, u, r, argsHash.hash(), req)
 	} else {
 		v, err = u.tasks.Submit(ctx, r)
 	}

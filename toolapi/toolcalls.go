@@ -216,7 +216,7 @@ func (s *Server) ToolCalls(r *http.Request, msg assistantMessage) ToolCallsResul
 			// Through the call path without running: the rate limit and
 			// the loop guard still see the call.
 			req.Arguments = args
-			envs[i] = s.call(ctx, p, req, pc.refused)
+			envs[i] = s.call(ctx, p, req, pc.refused).envelope()
 		default:
 			req.Arguments = args
 			envs[i] = s.Call(ctx, p, req)

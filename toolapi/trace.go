@@ -28,13 +28,19 @@ func WithTraceID(ctx context.Context, id string) context.Context {
 
 // TraceIDFromContext returns the request's trace id ("" outside a request).
 func TraceIDFromContext(ctx context.Context) string {
-	id, _ := ctx.Value(traceKey{}).(string)
-	return id
+	switch id := ctx.Value(traceKey{}).(type) {
+	case string:
+		return id
+	case *string:
+		return *id // a reqCtx's
+	}
+	return ""
 }
 
 var (
 	traceparentRe = regexp.MustCompile(`^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$`)
-	requestIDRe   = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	// requestIDRe is what isRequestID checks.
+	requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 )
 
 // traceIDOf picks the request's trace id. A malformed header is ignored
@@ -45,26 +51,87 @@ func traceIDOf(r *http.Request) string {
 			return m[1]
 		}
 	}
-	if id := strings.TrimSpace(r.Header.Get("X-Request-Id")); requestIDRe.MatchString(id) {
+	if id := strings.TrimSpace(r.Header.Get("X-Request-Id")); isRequestID(id) {
 		return id
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var x [32]byte
+	hex.Encode(x[:], b[:])
+	return string(x[:])
+}
+
+// isRequestID reports whether a client's X-Request-Id may be the trace
+// id: requestIDRe, without the regexp's cost on every request.
+func isRequestID(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// reqCtx is a request's context as the tool API's middleware makes it:
+// its parent's, with the trace id, the connection's id when the server
+// gave none (its remote address; see conn.go) and, once requireRole authenticated the
+// request, its principal — in one allocation, with the request's
+// statusWriter and X-Request-Id header value, instead of a context and a
+// copy of the request for each.
+type reqCtx struct {
+	context.Context
+	trace string
+	conn  string // "" when the parent names the connection
+	hdr   [1]string
+	sw    statusWriter
+	hasP  bool
+	p     Principal
+}
+
+// Value implements context.Context.
+func (c *reqCtx) Value(key any) any {
+	switch key.(type) {
+	case traceKey:
+		return &c.trace
+	case connIDKey:
+		if c.conn != "" {
+			return &c.conn
+		}
+	case principalKey:
+		if c.hasP {
+			return &c.p
+		}
+	}
+	return c.Context.Value(key)
 }
 
 // traced gives every request its trace id and logs it once it is done:
 // at debug level when it succeeded, at info when it failed (4xx, 5xx).
 // The log line has no query string and no headers, so no token can leak
-// into it.
+// into it. It also makes sure the request's context names its
+// connection: the id ConnContext gave it, or else its remote address,
+// unique among the connections open at one time.
 func (s *Server) traced(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := traceIDOf(r)
-		r.Header.Set("X-Request-Id", id)
-		w.Header().Set("X-Request-Id", id)
+		rc := &reqCtx{Context: r.Context(), trace: traceIDOf(r)}
+		id := rc.trace
+		if _, ok := ConnIDFromContext(rc.Context); !ok && r.RemoteAddr != "" {
+			rc.conn = "addr " + r.RemoteAddr
+		}
+		// One value, shared by the request's and the response's header;
+		// cap 1, so an Add to either makes its own.
+		rc.hdr[0] = id
+		r.Header["X-Request-Id"] = rc.hdr[:1:1]
+		w.Header()["X-Request-Id"] = rc.hdr[:1:1]
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r.WithContext(WithTraceID(r.Context(), id)))
+		sw := &rc.sw
+		sw.ResponseWriter = w
+		h.ServeHTTP(sw, r.WithContext(rc))
 		code := sw.status()
 		lvl := slog.LevelDebug
 		if code >= 400 {
@@ -72,7 +139,7 @@ func (s *Server) traced(h http.Handler) http.Handler {
 		}
 		if s.log.Enabled(r.Context(), lvl) {
 			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", code, "duration", time.Since(start), "trace_id", id}
-			if p, ok := PrincipalFromRequest(r); ok {
+			if p, ok := PrincipalFromContext(rc); ok {
 				attrs = append(attrs, "principal", p.Name)
 			}
 			s.log.Log(r.Context(), lvl, "http request", attrs...)
@@ -115,14 +182,11 @@ func (w *statusWriter) status() int {
 	return http.StatusOK
 }
 
-// attempts counts the tries of one call's state read.
+// attemptKey finds the counter of a state tool's read attempts in its
+// context (stateCtx).
 type attemptKey struct{}
 
-func withAttemptCounter(ctx context.Context) (context.Context, *atomic.Int32) {
-	n := new(atomic.Int32)
-	return context.WithValue(ctx, attemptKey{}, n), n
-}
-
+// countAttempt counts one try of a read in ctx's counter, if it has one.
 func countAttempt(ctx context.Context) {
 	if n, ok := ctx.Value(attemptKey{}).(*atomic.Int32); ok {
 		n.Add(1)

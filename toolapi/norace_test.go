@@ -1,0 +1,5 @@
+//go:build !race
+
+package toolapi
+
+const raceEnabled = false
