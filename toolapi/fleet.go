@@ -149,6 +149,9 @@ type unit struct {
 	rd, sc         *reader
 	// states is the robot's cached get_robot_state answer.
 	states *stateCache
+	// progress is tasks as fill wraps it, kept here so that wrapping it
+	// costs no allocation of its own.
+	progress progressTasks
 }
 
 // unitReaders are one robot's read breakers, kept across calls so that a
@@ -201,7 +204,8 @@ func (u *unit) fill(s *Server) {
 	if u.safety == nil {
 		u.safety = noSafety{}
 	}
-	u.tasks = progressTasks{Tasks: u.tasks, bus: s.conf.Events}
+	u.progress = progressTasks{Tasks: u.tasks, bus: s.conf.Events}
+	u.tasks = &u.progress
 }
 
 // robot returns the robot named id; "" is the only robot of a server
