@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/escalation"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/robot"
 )
@@ -513,4 +515,35 @@ func allocsPerCall(h *harness, body string) float64 {
 		c.reset()
 		hd.ServeHTTP(c.w, c.req)
 	})
+}
+
+func TestIsRequestID_IsTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	ids := []string{"", "a", "req-1", "A.b_c:d-9", "a b", "a/b", "é", "a\x00", strings.Repeat("x", 128), strings.Repeat("x", 129), "abc\n"}
+	for c := range 256 {
+		ids = append(ids, string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"z")
+	}
+	for _, id := range ids {
+		require.Equal(t, re.MatchString(id), isRequestID(id), "%q", id)
+	}
+}
+
+func TestHistory_KeepsTheLastCallsOldestFirst(t *testing.T) {
+	h := newHistory()
+	k := sessionKey{principal: "agent", id: "s"}
+	require.Nil(t, h.recent(k))
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 25 {
+		h.add(k, escalation.Call{At: at, Tool: fmt.Sprint(i)})
+		got := h.recent(k)
+		require.Len(t, got, min(i+1, escalation.MaxRecent))
+		for j, c := range got {
+			require.Equal(t, fmt.Sprint(i+1-len(got)+j), c.Tool)
+		}
+	}
+	require.Nil(t, h.recent(sessionKey{principal: "agent", id: "other"}))
+	require.Nil(t, h.recent(sessionKey{principal: "agent", conn: true, id: "s"}))
+	// An idle session is forgotten.
+	h.add(sessionKey{principal: "agent", id: "later"}, escalation.Call{At: at.Add(2 * historyIdle)})
+	require.Nil(t, h.recent(k))
 }
