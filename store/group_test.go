@@ -359,3 +359,12 @@ func TestStore_HotWritesArePrepared(t *testing.T) {
 		require.Equal(t, "move_base_to", d["tool"])
 	})
 }
+
+// TestStore_GroupSavepointsStayInMemory: the writer keeps its statement
+// journals (a group's savepoints) in memory, never in a temporary file.
+func TestStore_GroupSavepointsStayInMemory(t *testing.T) {
+	s, _ := openTest(t, t.TempDir())
+	var store int
+	require.NoError(t, s.w.QueryRow(`PRAGMA temp_store`).Scan(&store))
+	require.Equal(t, 2, store, "temp_store=MEMORY")
+}

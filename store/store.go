@@ -525,6 +525,10 @@ func dsn(path string, busy time.Duration, sync string, readOnly bool) string {
 	} else {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous("+sync+")")
+		// A group commit runs each write in a savepoint (group.go), whose
+		// statement journal would otherwise spill to a temporary file
+		// once a group has changed more than 64 KiB of pages.
+		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
 	}
 	return path + "?" + q.Encode()
