@@ -368,3 +368,30 @@ func TestStore_GroupSavepointsStayInMemory(t *testing.T) {
 	require.NoError(t, s.w.QueryRow(`PRAGMA temp_store`).Scan(&store))
 	require.Equal(t, 2, store, "temp_store=MEMORY")
 }
+
+// TestTransitionDetails_EncodeAsTheMapTheyReplaced: a transition's audit
+// details are byte for byte what the map of them encoded to.
+func TestTransitionDetails_EncodeAsTheMapTheyReplaced(t *testing.T) {
+	for _, r := range []actions.TransitionRecord{
+		{Tool: "move_base_to", To: fsm.Requested, Arguments: map[string]any{"x": 1.5, "label": "<b>&\"q\"\u2028"}},
+		{Tool: "return_to_safe_pose", To: fsm.Requested, Arguments: map[string]any{}},
+		{Tool: "move_arm_to", From: fsm.AwaitingApproval, To: fsm.Approved, Event: fsm.EvApprove, GrantID: "grt_<1>", ApprovalID: "apr_&2"},
+		{Tool: "grasp", From: fsm.Approved, To: fsm.Executing, Event: fsm.EvStart, GrantID: "g"},
+		{Tool: "t\x00ool\xff", From: fsm.Executing, To: fsm.Succeeded, Event: fsm.EvSucceed, ApprovalID: "a"},
+	} {
+		details := map[string]any{"tool": r.Tool, "from": string(r.From), "to": string(r.To), "event": string(r.Event)}
+		typed := transitionDetails{Tool: r.Tool, From: string(r.From), To: string(r.To), Event: string(r.Event), GrantID: r.GrantID, ApprovalID: r.ApprovalID}
+		if r.From == "" {
+			details["arguments"] = r.Arguments
+			args := r.Arguments
+			typed.Arguments = &args
+		}
+		if r.GrantID != "" {
+			details["grant_id"] = r.GrantID
+		}
+		if r.ApprovalID != "" {
+			details["approval_id"] = r.ApprovalID
+		}
+		require.Equal(t, mustJSON(details), mustJSON(typed))
+	}
+}

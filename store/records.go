@@ -131,6 +131,19 @@ const (
 	qLinkIdempotency = `UPDATE idempotency SET task_id=? WHERE key=? AND task_id IS NULL`
 )
 
+// transitionDetails are a transition's audit details. Its fields are in
+// the order of their names, so it encodes exactly as the map of them it
+// replaced (encoding/json sorts a map's keys), without the map.
+type transitionDetails struct {
+	ApprovalID string          `json:"approval_id,omitempty"`
+	Arguments  *map[string]any `json:"arguments,omitempty"`
+	Event      string          `json:"event"`
+	From       string          `json:"from"`
+	GrantID    string          `json:"grant_id,omitempty"`
+	To         string          `json:"to"`
+	Tool       string          `json:"tool"`
+}
+
 // writeTransition writes one transition record in tx; now stamps a record
 // its caller did not.
 func (s *Store) writeTransition(tx txn, r *actions.TransitionRecord, now time.Time) error {
@@ -153,15 +166,10 @@ func (s *Store) writeTransition(tx txn, r *actions.TransitionRecord, now time.Ti
 	} else if err := setTaskStatus(ctx, tx, *r, at); err != nil {
 		return err
 	}
-	details := map[string]any{"tool": r.Tool, "from": string(r.From), "to": string(r.To), "event": string(r.Event)}
+	details := transitionDetails{Tool: r.Tool, From: string(r.From), To: string(r.To), Event: string(r.Event), GrantID: r.GrantID, ApprovalID: r.ApprovalID}
 	if r.From == "" {
-		details["arguments"] = s.redact(r.Tool, r.Arguments)
-	}
-	if r.GrantID != "" {
-		details["grant_id"] = r.GrantID
-	}
-	if r.ApprovalID != "" {
-		details["approval_id"] = r.ApprovalID
+		args := s.redact(r.Tool, r.Arguments)
+		details.Arguments = &args
 	}
 	from := string(r.From)
 	if from == "" {
@@ -169,7 +177,7 @@ func (s *Store) writeTransition(tx txn, r *actions.TransitionRecord, now time.Ti
 	}
 	if _, err := insertAudit(ctx, tx, AuditRecord{
 		At: at, Type: TransitionAuditType(r.To), Actor: r.By, RobotID: r.RobotID, TaskID: r.TaskID,
-		Summary: fmt.Sprintf("task %s (%s): %s → %s (%s)", r.TaskID, r.Tool, from, r.To, r.Event), Reason: r.Reason,
+		Summary: "task " + r.TaskID + " (" + r.Tool + "): " + from + " → " + string(r.To) + " (" + string(r.Event) + ")", Reason: r.Reason,
 	}, details); err != nil {
 		return err
 	}
