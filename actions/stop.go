@@ -7,7 +7,6 @@ import (
 	"github.com/robot-bridge/robot-bridge/fsm"
 	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/safety"
-	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 
 // Cancel cancels a task. Awaiting approval (or approved, not started):
@@ -79,14 +78,7 @@ func (r *Runner) observe() robot.Observation {
 func (r *Runner) cancelBeforeMotion(t *task, by, reason string, req safety.StopRequest) {
 	st, _, _ := r.sup.Latest()
 	e := beforeStartError(t.req.Tool, req, whereNow(r.cfg, nil, st, untouched))
-	// A cancel or stop that someone asked for is no failure: the task
-	// ends cancelled with its words and no error. A grant that ended and
-	// the bridge's shutdown are: the caller did not ask for them.
-	var te *toolerr.Error
-	if req.Cause != safety.StopByRequest || req.By == "bridge" {
-		te = e
-	}
-	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = te, e.Message }})
+	err := r.fire(t, fsm.EvCancel, trOpts{by: by, reason: reason, beforeMotion: true, mutate: func(t *task) { t.err, t.text = e, e.Message }})
 	if err == nil {
 		if aid := r.approvalID(t); aid != "" && r.approver != nil {
 			r.approver.Withdraw(aid, reason)
