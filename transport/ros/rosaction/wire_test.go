@@ -160,6 +160,8 @@ func TestWire_ActionlibOutcomes(t *testing.T) {
 		require.Equal(t, Active, ack)
 		w.srv.Succeed(w.serverGoal(t, g.ID), nil, "goal reached")
 		require.Equal(t, Succeeded, waitDone(t, g))
+		// OnTerminal runs on the client's goroutine, right after Done.
+		rostest.Eventually(t, 5*time.Second, func() bool { return len(w.eventsOf(g.ID)) == 2 }, "no terminal event")
 		require.Equal(t, []string{"result " + g.ID, "terminal " + g.ID + " SUCCEEDED"}, w.eventsOf(g.ID))
 	})
 	t.Run("REJECTED is the acknowledgement", func(t *testing.T) {
