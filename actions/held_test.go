@@ -68,14 +68,14 @@ func (r *batchRecorder) written() ([][]fsm.Event, []int) {
 func (r *batchRecorder) committed() int {
 	r.fakeRecorder.mu.Lock()
 	defer r.fakeRecorder.mu.Unlock()
-	return len(r.fakeRecorder.recs)
+	return len(r.recs)
 }
 
 func (r *batchRecorder) trail() []fsm.Event {
 	r.fakeRecorder.mu.Lock()
 	defer r.fakeRecorder.mu.Unlock()
 	var out []fsm.Event
-	for _, rec := range r.fakeRecorder.recs {
+	for _, rec := range r.recs {
 		out = append(out, rec.Event)
 	}
 	return out
