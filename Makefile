@@ -42,6 +42,8 @@ test-deps: ## install the Debian and npm packages the tests need, when missing
 test: test-deps ## go vet + go test -race ./... (installs test packages first)
 	$(GO) vet ./...
 	$(GO) test -race -timeout 25m ./...
+	@# Allocation counts are only meaningful without the race detector.
+	$(GO) test -count=1 -run 'NoAllocations' ./toolapi
 
 .PHONY: lint
 lint: ## golangci-lint (pinned) + go mod tidy -diff

@@ -431,8 +431,8 @@ func (r staticRobot) Latest(context.Context) (robot.State, time.Time, error) {
 func (staticRobot) LinkUp() bool { return true }
 
 func TestGetRobotState_NoAllocationsBeyondTheRequest(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("allocation counts need a plain build")
+	if raceEnabled {
+		t.Skip("allocation counts need a build without -race: make test runs this test again without it")
 	}
 	// Given a bridge whose state source allocates nothing, answered once
 	h := newHarness(t, func(c *Conf) {
