@@ -37,7 +37,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -83,11 +82,7 @@ var rosSeeds = flag.Int("ros.seeds", 10, "seeded sequences the property test dri
 // lateness was 19 ms. The ROS tests log every value they check.
 const rosBudget = 50 * time.Millisecond
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // rosEnv is the rosmaster and binary the ROS rigs of one top-level test
 // share.

@@ -59,3 +59,11 @@ func Cleanup() {
 		_ = os.RemoveAll(dir) // a temp dir of our own; nothing else lives there
 	}
 }
+
+// Main is a TestMain for a package that uses RobotBridge: it runs the
+// tests, removes the built binary and exits with the tests' code.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
