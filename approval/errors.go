@@ -161,6 +161,14 @@ func (e *RefusalError) Error() string {
 	return fmt.Sprintf("%s: grant %s: %s", safety.ErrNotAuthorized.Error(), e.GrantID, e.Detail)
 }
 
+// Revocation implements safety.Revocation: who revoked the grant and
+// their reason; ok is false for every other cause.
+func (e *RefusalError) Revocation() (by, reason string, ok bool) {
+	return e.By, e.Reason, e.Cause == CauseRevoked
+}
+
+var _ safety.Revocation = (*RefusalError)(nil)
+
 // Unwrap returns safety.ErrNotAuthorized.
 func (e *RefusalError) Unwrap() error { return safety.ErrNotAuthorized }
 

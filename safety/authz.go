@@ -24,6 +24,15 @@ var (
 	ErrGrantExpired = errors.New("grant expired")
 )
 
+// Revocation is implemented by a Grants error for a grant an operator
+// revoked, naming who and their reason ("" for none); ok is false when the
+// error is not a revocation. A motion that finds its grant revoked on its
+// own re-check stops with the same words as one the revocation's push
+// stopped, not with the refusal's longer text.
+type Revocation interface {
+	Revocation() (by, reason string, ok bool)
+}
+
 // Use is one motion command asking to pass the gate on a grant.
 type Use struct {
 	// GrantID names the grant the task holds ("" for none).

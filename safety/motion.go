@@ -934,6 +934,12 @@ func (r *run) authorityEnded(a Authorization) *StopRequest {
 	if errors.Is(err, ErrGrantExpired) {
 		cause = StopGrantExpired
 	}
+	var rv Revocation
+	if errors.As(err, &rv) {
+		if by, reason, ok := rv.Revocation(); ok {
+			return &StopRequest{TaskID: a.TaskID, Cause: StopGrantRevoked, By: by, Reason: reason}
+		}
+	}
 	reason := err.Error()
 	var te *toolerr.Error
 	if errors.As(err, &te) && te.Err != nil {

@@ -398,7 +398,9 @@ func invariant11AuthorityEndsAtOnce(t *testing.T, newRig newRigFunc) {
 				require.NoError(r.t, err)
 				return at
 			},
-			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
+			// (the same words whether the revocation's push or the
+			// motion's own re-check stopped it)
+			wantType: toolerr.ApprovalDenied, wantText: "because operator operator-2 revoked the grant (forklift in the aisle); robot stopped",
 		},
 		{
 			name: "approve-once grant revoked",
@@ -415,7 +417,7 @@ func invariant11AuthorityEndsAtOnce(t *testing.T, newRig newRigFunc) {
 				require.NoError(r.t, err)
 				return at
 			},
-			wantType: toolerr.ApprovalDenied, wantText: "operator-2",
+			wantType: toolerr.ApprovalDenied, wantText: "because operator operator-2 revoked the grant; robot stopped",
 		},
 		{
 			name: "scoped grant expires mid-motion",
