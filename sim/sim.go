@@ -118,7 +118,8 @@ type LogEntry struct {
 	// Op is "command" or "stop".
 	Op string `json:"op"`
 	ID string `json:"id,omitempty"`
-	// Kind is the command kind ("move_base", "move_arm", "gripper").
+	// Kind is the command kind ("move_base", "move_arm", "gripper"); for
+	// a stop, the one part that stopped (StopPart), "" for the whole robot.
 	Kind     string `json:"kind,omitempty"`
 	Accepted bool   `json:"accepted"`
 	// Duplicate is true when the command repeated an already accepted id
@@ -643,6 +644,33 @@ func (s *Sim) BridgeOffline(bridge string) {
 	why := fmt.Sprintf("bridge %s, which last commanded the robot, is offline (its last will)", bridge)
 	s.stopLocked(LogEntry{Time: s.now, Op: "stop", Accepted: true, Bridge: bridge, Reason: why})
 	s.event(EventBridgeOffline, why+": stopped")
+}
+
+// StopPart stops one controller and leaves the others running, as on a
+// robot whose base, arm and gripper have controllers of their own: a zero
+// velocity command or a cancelled base goal brakes the base only, a
+// cancelled trajectory holds the arm only, a cancelled gripper command
+// stops the fingers only. kind is robot.CmdMoveBase, CmdMoveArm or
+// CmdGripper (anything else stops the whole robot, as Stop). It is logged
+// as a stop whose Kind names the part.
+func (s *Sim) StopPart(kind robot.CommandKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := LogEntry{Time: s.now, Op: "stop", Accepted: true, Kind: kind.String()}
+	switch kind {
+	case robot.CmdMoveBase:
+		s.goal = nil
+	case robot.CmdMoveArm:
+		s.holdArm()
+	case robot.CmdGripper:
+		s.grip.moving = false
+	default:
+		e.Kind = ""
+		s.stopLocked(e)
+		return
+	}
+	s.counters.Stops++
+	s.log = trim(append(s.log, e))
 }
 
 func (s *Sim) stopLocked(e LogEntry) {

@@ -533,9 +533,10 @@ func (n *Node) onArmGoal(g *rosaction.ServerGoal, m *rosmsg.FollowJointTrajector
 		}
 	}
 	if hold {
-		// A trajectory to where the arm is: hold it (stop any motion).
+		// A trajectory to where the arm is: hold it (stop its motion; the
+		// base and gripper carry on, as with a real arm controller).
 		if cur.ArmGoal {
-			n.sim.Stop()
+			n.sim.StopPart(robot.CmdMoveArm)
 		}
 		s.arm.Accept(g)
 		s.arm.Succeed(g, nil, "holding")
@@ -595,6 +596,12 @@ func (n *Node) onGripGoal(g *rosaction.ServerGoal, m *rosmsg.GripperCommandActio
 	n.goalsMu.Unlock()
 }
 
+// onCancel ends g, a goal of the server watched belongs to, and stops
+// that server's part of the robot if g is the goal it runs. A cancelled
+// base goal does not hold the arm, nor a cancelled trajectory the base:
+// each controller has its own action server, as on a real robot, and a
+// cancel that arrives late (the transports do not order one topic against
+// another) must not stop a goal another server started since.
 func (n *Node) onCancel(g *rosaction.ServerGoal, watched **goal) {
 	s := n.session()
 	if s == nil {
@@ -603,7 +610,14 @@ func (n *Node) onCancel(g *rosaction.ServerGoal, watched **goal) {
 	n.goalsMu.Lock()
 	if *watched != nil && (*watched).sg == g {
 		*watched = nil
-		n.sim.Stop()
+		switch watched {
+		case &n.baseGoal:
+			n.sim.StopPart(robot.CmdMoveBase)
+		case &n.armGoal:
+			n.sim.StopPart(robot.CmdMoveArm)
+		case &n.gripGoal:
+			n.sim.StopPart(robot.CmdGripper)
+		}
 	}
 	n.goalsMu.Unlock()
 	// End g on the server that owns it, and on no other: a ServerGoal's
@@ -642,7 +656,10 @@ func (n *Node) onCmdVel(m *geometry_msgs.Twist) {
 		return
 	}
 	if v == 0 && w == 0 {
-		n.sim.Stop()
+		// A zero Twist brakes the base, and only the base: it may arrive
+		// after a trajectory sent later on another topic, which it must
+		// not stop.
+		n.sim.StopPart(robot.CmdMoveBase)
 		return
 	}
 	bc := n.cfg.Base

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bluenviron/goroslib/v2"
+	"github.com/bluenviron/goroslib/v2/pkg/msgs/geometry_msgs"
 	"github.com/bluenviron/goroslib/v2/pkg/msgs/std_msgs"
 	"github.com/stretchr/testify/require"
 
@@ -132,11 +133,12 @@ type baseClient = rosaction.Client[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseAct
 
 // rig is the node plus a client node that plays the bridge.
 type rig struct {
-	m     *rostest.Master
-	n     *simnode.Node
-	base  *baseClient
-	beat  *goroslib.Publisher
-	beats atomic.Bool
+	m      *rostest.Master
+	n      *simnode.Node
+	bridge *goroslib.Node
+	base   *baseClient
+	beat   *goroslib.Publisher
+	beats  atomic.Bool
 }
 
 func startRig(t *testing.T) *rig {
@@ -144,6 +146,7 @@ func startRig(t *testing.T) *rig {
 	r := &rig{m: rostest.StartMaster(t)}
 	r.n = start(t, config(t, r.m.URI, nil))
 	bridge := node(t, r.m, "robot_bridge")
+	r.bridge = bridge
 	var err error
 	r.base, err = rosaction.NewClient[rosmsg.MoveBaseActionGoal, rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback](
 		rosaction.ClientConf[rosmsg.MoveBaseActionResult, rosmsg.MoveBaseActionFeedback]{Node: bridge, Name: "/move_base"})
@@ -339,6 +342,70 @@ func TestNode_ACancelEndsTheGoalOnItsOwnServer(t *testing.T) {
 	// The simulator drops the arm's goal on its own step, around the
 	// result.
 	rostest.Eventually(t, 5*time.Second, func() bool { return !n.Sim().Truth().ArmGoal }, "the arm is held")
+}
+
+// Regression: a zero Twist on cmd_vel, or a cancelled base goal, stopped
+// the whole simulated robot. ROS does not order one topic against another,
+// so the bridge's stop (a cancel on each action server and a zero Twist)
+// could arrive after the recovery trajectory it sent next on the arm's
+// topic; the arm was held, its goal aborted "the arm stopped before the end
+// of the trajectory", and the recovery latched a fault (seen in CI). On a
+// robot each controller stops its own part only.
+func TestNode_AZeroTwistOrABaseCancelLeavesTheArmsTrajectoryRunning(t *testing.T) {
+	// Given the node, and a bridge (heartbeat on) with arm and base
+	// clients and cmd_vel
+	r := startRig(t)
+	r.beats.Store(true)
+	n, base := r.n, r.base
+	cfg := n.Sim().Config()
+	arm, err := rosaction.NewClient[rosmsg.FollowJointTrajectoryActionGoal, rosmsg.FollowJointTrajectoryActionResult, rosmsg.FollowJointTrajectoryActionFeedback](
+		rosaction.ClientConf[rosmsg.FollowJointTrajectoryActionResult, rosmsg.FollowJointTrajectoryActionFeedback]{
+			Node: r.bridge, Name: "/arm_controller/follow_joint_trajectory",
+		})
+	require.NoError(t, err)
+	t.Cleanup(arm.Close)
+	cmdVel, err := goroslib.NewPublisher(goroslib.PublisherConf{Node: r.bridge, Topic: "/cmd_vel", Msg: &geometry_msgs.Twist{}})
+	require.NoError(t, err)
+	t.Cleanup(cmdVel.Close)
+	rostest.Eventually(t, 10*time.Second, func() bool {
+		_, ok := arm.StatusAge()
+		return ok && r.m.Connected("/robot_bridge", "/cmd_vel", "/robot_sim") &&
+			r.m.Connected("/robot_bridge", "/move_base/cancel", "/robot_sim")
+	}, "never connected to the node")
+
+	// When a slow trajectory runs and a zero Twist and a base cancel-all
+	// arrive after it
+	q := make([]float64, len(cfg.Arm.Joints))
+	for i, j := range n.Sim().Truth().Joints {
+		q[i] = j.Position
+	}
+	target := slices.Clone(q)
+	target[0] += 0.5
+	g, err := arm.Send(ros.ArmGoalToMsg(robot.ArmGoal{Positions: target, VelocityScale: 0.3}, cfg.Arm.Joints, q), "robot_bridge")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _, err := g.WaitAck(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rosaction.Active, s)
+	stops := func() int {
+		c := 0
+		for _, e := range n.Sim().CommandLog() {
+			if e.Op == "stop" && e.Kind == "move_base" {
+				c++
+			}
+		}
+		return c
+	}
+	cmdVel.Write(&geometry_msgs.Twist{})
+	rostest.Eventually(t, 5*time.Second, func() bool { return stops() > 0 }, "the zero Twist never braked the base")
+	base.CancelAll(time.Now())
+	require.True(t, n.Sim().Truth().ArmGoal, "the zero Twist held the arm")
+
+	// Then the arm's trajectory runs to its end
+	st, text := wait(t, g)
+	require.Equal(t, rosaction.Succeeded, st, text)
+	require.InDelta(t, target[0], n.Sim().Truth().Joints[0].Position, 0.02)
 }
 
 // Regression: a world label with markup, a comma or a control character
