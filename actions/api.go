@@ -91,6 +91,25 @@ type ApprovalRequest struct {
 	RobotState  string
 	RequestedBy string
 	SessionID   string
+	// HoldRecord asks the approver to leave the record of a request that
+	// a scoped grant covers when it is filed to the runner (the decision's
+	// Held), which writes it in the one commit made before the task's
+	// first command, with the task's creation, approval and start. The
+	// runner sets it only when its Recorder is a BatchRecorder.
+	HoldRecord bool
+	// BeforeFile, when set, is called before the approver records a
+	// request that waits for an operator, so the records the runner holds
+	// (the task's creation) are on the disk before the request is.
+	BeforeFile func()
+}
+
+// HeldRecord is an approval's record the approver left to the runner
+// (ApprovalRequest.HoldRecord). Value rides on the task's approved
+// transition (TransitionRecord.Approval) into the commit of its start;
+// Save writes it alone, for a task that ended before it could start.
+type HeldRecord struct {
+	Value any
+	Save  func(context.Context) error
 }
 
 // Decision is an operator's (or a scoped grant's) answer.
@@ -111,6 +130,9 @@ type Decision struct {
 	// ends), so the task can say by what it runs; empty otherwise.
 	GrantScope   string
 	GrantExpires time.Time
+	// Held is the approval's record when the approver left it to the
+	// runner (ApprovalRequest.HoldRecord); nil when it wrote it itself.
+	Held *HeldRecord
 }
 
 // Approver asks operators to authorize motions. The approval service

@@ -150,9 +150,9 @@ var _ actions.Approver = (*fakeApprover)(nil)
 
 func (a *fakeApprover) Request(_ context.Context, r actions.ApprovalRequest) (string, <-chan actions.Decision, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.RequestFunc != nil {
 		if err := a.RequestFunc(r); err != nil {
+			a.mu.Unlock()
 			return "", nil, err
 		}
 	}
@@ -162,12 +162,22 @@ func (a *fakeApprover) Request(_ context.Context, r actions.ApprovalRequest) (st
 	id := "apr-" + r.TaskID
 	ch := make(chan actions.Decision, 1)
 	a.requests = append(a.requests, r)
-	if a.Covering != nil {
-		ch <- a.Covering(r)
+	covering := a.Covering
+	a.mu.Unlock()
+	if covering != nil {
+		// (called without the lock: a decision may act on the runner)
+		ch <- covering(r)
 		close(ch)
 		return id, ch, nil
 	}
+	// As the approval service: what the runner holds is written before
+	// a request that waits for an operator is.
+	if r.BeforeFile != nil {
+		r.BeforeFile()
+	}
+	a.mu.Lock()
 	a.chans[id] = ch
+	a.mu.Unlock()
 	return id, ch, nil
 }
 

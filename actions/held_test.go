@@ -25,6 +25,10 @@ type batchRecorder struct {
 	mu         sync.Mutex
 	commits    [][]fsm.Event
 	commandsAt []int
+	// approvals are the approval records written, with the commit each
+	// was written in (an index into commits).
+	approvals  []any
+	approvalAt []int
 	fail       func(events []fsm.Event) error
 }
 
@@ -49,6 +53,12 @@ func (r *batchRecorder) RecordTransitions(ctx context.Context, recs []actions.Tr
 	r.mu.Lock()
 	r.commits = append(r.commits, evs)
 	r.commandsAt = append(r.commandsAt, n)
+	for _, rec := range recs {
+		if rec.Approval != nil {
+			r.approvals = append(r.approvals, rec.Approval)
+			r.approvalAt = append(r.approvalAt, len(r.commits)-1)
+		}
+	}
 	r.mu.Unlock()
 	for _, rec := range recs {
 		if err := r.fakeRecorder.RecordTransition(ctx, rec); err != nil {
@@ -186,29 +196,68 @@ func TestPreauthorized_NothingWrittenIsNotAnsweredApproved(t *testing.T) {
 	require.Empty(t, rec.trail())
 }
 
-// TestGrantCovered_AwaitingApprovedAndExecutingAreOneCommit: a call an
-// operator's scoped grant covers when it is filed is created (written
-// before the approval service records its request, as before), then
-// awaiting, approved and executing land in one commit before its first
-// command.
-func TestGrantCovered_AwaitingApprovedAndExecutingAreOneCommit(t *testing.T) {
+// TestGrantCovered_OneCommitWithTheApprovalBeforeTheFirstCommand is issue
+// 19 item 2 for a call an operator's scoped grant covers when it is filed:
+// created, awaiting, approved and executing land in one commit before its
+// first command, and the approval service's record of the request (which
+// grant, whose) rides in that same commit.
+func TestGrantCovered_OneCommitWithTheApprovalBeforeTheFirstCommand(t *testing.T) {
 	var rec *batchRecorder
 	b := newBench(t, benchOpt{recorder: func(f *fakeRecorder) actions.Recorder {
 		rec = &batchRecorder{fakeRecorder: f}
 		return rec
 	}})
+	var saved []any
 	b.appr.Covering = func(r actions.ApprovalRequest) actions.Decision {
-		return actions.Decision{Approved: true, By: "alice", GrantID: "grant-" + r.TaskID, GrantScope: "move_arm_to", GrantExpires: time.Date(2026, 1, 2, 14, 5, 30, 0, time.UTC)}
+		require.True(t, r.HoldRecord, "a runner with a BatchRecorder asks to hold the record")
+		v := "approval record of " + r.TaskID
+		return actions.Decision{
+			Approved: true, By: "alice", GrantID: "grant-" + r.TaskID, GrantScope: "move_arm_to", GrantExpires: time.Date(2026, 1, 2, 14, 5, 30, 0, time.UTC),
+			Held: &actions.HeldRecord{Value: v, Save: func(context.Context) error { saved = append(saved, v); return nil }},
+		}
 	}
 	v, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
 	require.NoError(t, err)
 	require.Equal(t, fsm.Approved, v.Status, v.Text)
 	commits, at := rec.written()
-	require.Equal(t, [][]fsm.Event{{""}, {fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart}}, commits)
-	require.Equal(t, []int{0, 0}, at)
+	require.Equal(t, [][]fsm.Event{{"", fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart}}, commits)
+	require.Equal(t, []int{0}, at, "the commit was made before any command")
+	rec.mu.Lock()
+	require.Equal(t, []any{"approval record of " + v.ID}, rec.approvals)
+	require.Equal(t, []int{0}, rec.approvalAt)
+	rec.mu.Unlock()
+	require.Empty(t, saved, "the record went with the start, not alone")
 	v = b.finish(v.ID)
 	require.Equal(t, fsm.Succeeded, v.Status, v.Text)
 	require.Equal(t, []fsm.Event{"", fsm.EvNeedApproval, fsm.EvApprove, fsm.EvStart, fsm.EvSucceed}, rec.trail())
+}
+
+// TestGrantCovered_ATaskThatEndsBeforeItStartsStillWritesItsApproval: the
+// approval's record the runner held is written alone when the task ends
+// (here: cancelled while its request was filed) before it could carry it,
+// so the audit keeps who authorized a task that never ran; nothing moves.
+func TestGrantCovered_ATaskThatEndsBeforeItStartsStillWritesItsApproval(t *testing.T) {
+	var rec *batchRecorder
+	b := newBench(t, benchOpt{recorder: func(f *fakeRecorder) actions.Recorder {
+		rec = &batchRecorder{fakeRecorder: f}
+		return rec
+	}})
+	var saved []any
+	b.appr.Covering = func(r actions.ApprovalRequest) actions.Decision {
+		_, err := b.run.Cancel(context.Background(), r.TaskID, "agent")
+		require.NoError(t, err)
+		v := "approval record of " + r.TaskID
+		return actions.Decision{
+			Approved: true, By: "alice", GrantID: "grant-" + r.TaskID,
+			Held: &actions.HeldRecord{Value: v, Save: func(context.Context) error { saved = append(saved, v); return nil }},
+		}
+	}
+	v, err := b.submit("move_arm_to", map[string]any{"pose": "ready"})
+	require.NoError(t, err)
+	require.Equal(t, fsm.Cancelled, v.Status, v.Text)
+	require.Equal(t, []any{"approval record of " + v.ID}, saved)
+	require.Equal(t, []fsm.Event{"", fsm.EvCancel}, rec.trail())
+	require.Empty(t, b.bot.commands())
 }
 
 // TestOperatorApproval_EveryTransitionStillItsOwnCommit: a call that

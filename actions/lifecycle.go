@@ -59,7 +59,11 @@ func (r *Runner) decide(t *task, d Decision, approved string) bool {
 func (r *Runner) decideHeld(t *task, d Decision, approved string, hold bool) bool {
 	switch {
 	case d.Approved:
-		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, hold: hold, mutate: func(t *task) {
+		var rec any
+		if d.Held != nil {
+			rec = d.Held.Value
+		}
+		err := r.fire(t, fsm.EvApprove, trOpts{by: d.By, reason: d.Reason, hold: hold, approval: rec, mutate: func(t *task) {
 			t.grantID = d.GrantID
 			t.text = approved
 		}})

@@ -37,6 +37,11 @@ type TransitionRecord struct {
 	// GrantID and ApprovalID are set once known.
 	GrantID    string
 	ApprovalID string
+	// Approval is the approval's record decided with this transition and
+	// left to the runner (HeldRecord.Value: an approval.Approval), written
+	// in the same commit; nil for most transitions. A recorder that does
+	// not know its type must fail, not drop it.
+	Approval any
 }
 
 // Recorder persists transitions. RecordTransition is called synchronously

@@ -137,15 +137,19 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 			TaskID:  t.id, Tool: req.Tool, Arguments: cloneArgs(args), To: fsm.Requested,
 			At: now, By: by, Reason: p.preview,
 		}
-		if needApproval {
+		_, batch := r.rec.(BatchRecorder)
+		switch {
+		case !needApproval || batch:
+			// Authorized by the config, or maybe by a scoped grant:
+			// created, approved and executing are one commit, made
+			// before the first command leaves. A request that waits for
+			// an operator writes the creation first (BeforeFile below).
+			r.holdCreation(t, created)
+		default:
 			// Recorded before the approval service records its request.
 			if err := r.rec.RecordTransition(ctx, created); err != nil {
 				r.log.Error("task creation not recorded", "task", t.id, "err", err)
 			}
-		} else {
-			// Authorized by the config: created, approved and executing are
-			// one commit, made before the first command leaves.
-			r.holdCreation(t, created)
 		}
 	}
 	// Registered as live now, so an e-stop from here on ends the task
@@ -167,6 +171,10 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	ar := ApprovalRequest{
 		TaskID: t.id, Tool: req.Tool, Arguments: cloneArgs(args), ArgsHash: safety.ArgsHash(req.Tool, args),
 		RobotID: r.robotID(), Preview: p.preview, Target: p.target, RobotState: r.observe().Summary(), RequestedBy: by, SessionID: req.SessionID,
+	}
+	if _, batch := r.rec.(BatchRecorder); batch {
+		ar.HoldRecord = true
+		ar.BeforeFile = func() { r.flushHeld(t) }
 	}
 	approvalID, decision, err := r.approver.Request(ctx, ar)
 	if err != nil {
@@ -207,6 +215,7 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 	}}); err != nil {
 		// Cancelled or e-stopped in the meantime.
 		r.approver.Withdraw(approvalID, "task ended before approval was requested")
+		r.saveHeldApproval(t, d)
 		return r.Get(t.id)
 	}
 	if decided {
@@ -214,6 +223,7 @@ func (r *Runner) submit(ctx context.Context, req Request) (TaskView, error) {
 			// Not approved, or ended first: that transition wrote what
 			// was held; make sure nothing stays held.
 			r.flushHeld(t)
+			r.saveHeldApproval(t, d)
 			return r.view(t), nil
 		}
 		return r.start(ctx, t), nil

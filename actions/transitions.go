@@ -26,6 +26,9 @@ type trOpts struct {
 	hold bool
 	// mutate changes the task's fields together with its state.
 	mutate func(t *task)
+	// approval is written with the transition's record
+	// (TransitionRecord.Approval).
+	approval any
 	// beforeMotion makes the transition happen only from a state in which
 	// the task has sent nothing (requested, awaiting approval, approved).
 	// The start is a transition too, taken under the same task lock, so
@@ -64,7 +67,7 @@ func (r *Runner) fire(t *task, ev fsm.Event, o trOpts) error {
 	rec := TransitionRecord{
 		RobotID: r.robotID(),
 		TaskID:  t.id, Tool: t.req.Tool, Arguments: cloneArgs(t.args), From: from, To: to, Event: ev,
-		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID,
+		At: now, By: o.by, Reason: o.reason, GrantID: t.grantID, ApprovalID: t.approvalID, Approval: o.approval,
 	}
 	r.mu.Unlock()
 	hold := o.hold && r.rec != nil && !to.Terminal()
@@ -222,6 +225,18 @@ func (r *Runner) flushHeld(t *task) {
 	t.tmu.Unlock()
 	for _, hv := range held {
 		r.notify(hv)
+	}
+}
+
+// saveHeldApproval writes the approval's record d holds (Decision.Held)
+// on its own, for a task that ended before its approved transition could
+// carry it: the audit keeps who authorized a task even when it never ran.
+func (r *Runner) saveHeldApproval(t *task, d Decision) {
+	if d.Held == nil || d.Held.Save == nil {
+		return
+	}
+	if err := d.Held.Save(context.WithoutCancel(t.ctx)); err != nil {
+		r.log.Error("approval not recorded", "task", t.id, "err", err)
 	}
 }
 

@@ -95,14 +95,20 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 		a.DecidedBy = g.CreatedBy
 		a.GrantID = g.ID
 		a.Reason = fmt.Sprintf("covered by scoped grant %s (%s)", g.ID, g.Description)
-		if err := s.store.SaveApproval(ctx, *a); err != nil {
-			return "", nil, toolerr.New(toolerr.Internal, "could not record the approval request").Wrap(err)
-		}
-		s.insertApproval(a)
-		ch <- actions.Decision{
+		d := actions.Decision{
 			Approved: true, By: g.CreatedBy, GrantID: g.ID, Reason: a.Reason,
 			GrantScope: g.Description, GrantExpires: g.ExpiresAt,
 		}
+		if r.HoldRecord {
+			// The runner writes the record in the commit that precedes
+			// the task's first command (or alone, if the task ends first).
+			rec := *a
+			d.Held = &actions.HeldRecord{Value: rec, Save: func(ctx context.Context) error { return s.store.SaveApproval(ctx, rec) }}
+		} else if err := s.store.SaveApproval(ctx, *a); err != nil {
+			return "", nil, toolerr.New(toolerr.Internal, "could not record the approval request").Wrap(err)
+		}
+		s.insertApproval(a)
+		ch <- d
 		close(ch)
 		s.log.Info("approval covered by scoped grant", "approval_id", id, "robot_id", rb.id, "task_id", r.TaskID, "tool", r.Tool, "grant_id", g.ID)
 		created := *a
@@ -112,6 +118,9 @@ func (s *Service) Request(ctx context.Context, r actions.ApprovalRequest) (strin
 		return id, ch, nil
 	}
 
+	if r.BeforeFile != nil {
+		r.BeforeFile()
+	}
 	if err := s.store.SaveApproval(ctx, *a); err != nil {
 		return "", nil, toolerr.New(toolerr.Internal, "could not record the approval request").Wrap(err)
 	}

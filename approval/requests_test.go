@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -537,4 +538,59 @@ func TestConcurrentDecisions_ExactlyOneWins(t *testing.T) {
 			require.Equal(t, "no", d.Reason)
 		}
 	}
+}
+
+// TestRequest_HoldRecordLeavesACoveredRequestsRecordToTheRunner: asked to
+// (actions.ApprovalRequest.HoldRecord), the service does not write the
+// record of a request a scoped grant covers: the decision carries it, for
+// the runner to write in the commit before the task's first command, and
+// can write it alone. A request that waits for an operator is written as
+// always, after the runner's BeforeFile.
+func TestRequest_HoldRecordLeavesACoveredRequestsRecordToTheRunner(t *testing.T) {
+	st := &recStore{}
+	f := newFixture(t, func(c *Conf) { c.Store = st })
+	ctx := context.Background()
+	g, err := f.svc.CreateGrant(ctx, "alice", Scope{Tool: ToolMoveArm, Poses: []string{"ready"}}, time.Minute)
+	require.NoError(t, err)
+	var order []string
+	req := func(task string, args map[string]any) actions.Decision {
+		_, ch, err := f.svc.Request(ctx, actions.ApprovalRequest{
+			TaskID: task, Tool: ToolMoveArm, Arguments: args, Preview: "preview", RequestedBy: "agent",
+			HoldRecord: true, BeforeFile: func() { order = append(order, "before file "+task) },
+		})
+		require.NoError(t, err)
+		select {
+		case d := <-ch:
+			return d
+		default:
+			st.mu.Lock()
+			order = append(order, fmt.Sprintf("%d approvals written", len(st.approvals)))
+			st.mu.Unlock()
+			return actions.Decision{}
+		}
+	}
+
+	// When a covered call is filed
+	d := req("task-1", map[string]any{"pose": "ready"})
+	// Then it is approved by the grant, its record left to the runner
+	require.True(t, d.Approved)
+	require.Equal(t, g.ID, d.GrantID)
+	require.NotNil(t, d.Held)
+	a, ok := d.Held.Value.(Approval)
+	require.True(t, ok, "%T", d.Held.Value)
+	require.Equal(t, StatusApproved, a.Status)
+	require.Equal(t, "task-1", a.TaskID)
+	require.Equal(t, g.ID, a.GrantID)
+	require.Empty(t, st.statuses(), "nothing written by the service")
+	require.Empty(t, order, "a covered request needs nothing of the runner written first")
+	// And Save writes exactly that record
+	require.NoError(t, d.Held.Save(ctx))
+	require.Equal(t, []Status{StatusApproved}, st.statuses())
+
+	// When a call the grant does not cover is filed
+	d = req("task-2", map[string]any{"pose": "stowed"})
+	// Then the runner's records go first, then the request's
+	require.False(t, d.Approved)
+	require.Equal(t, []string{"before file task-2", "2 approvals written"}, order)
+	require.Equal(t, []Status{StatusApproved, StatusPending}, st.statuses())
 }

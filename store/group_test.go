@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/fsm"
 )
 
@@ -68,6 +69,92 @@ func TestRecordTransitions_OneCommitTheSameTrail(t *testing.T) {
 			b.Seq, s.Seq, b.TaskID, s.TaskID, b.Summary, s.Summary, b.Details, s.Details = 0, 0, "", "", "", "", nil, nil
 			require.Equal(t, s, b, "audit record %d", i)
 		}
+	})
+}
+
+// grantCovered are the four records of a call a scoped grant covered when
+// it was filed, as the runner hands them over before its first command:
+// the approval service's record of the request rides on the approved one.
+func grantCovered(id string, at time.Time) ([]actions.TransitionRecord, approval.Approval) {
+	args := map[string]any{"x": 1.0, "y": 2.0}
+	a := approval.Approval{
+		ID: "apr-" + id, TaskID: id, Tool: "move_base_to", Arguments: args, RobotID: "r1", Preview: "move the base 2.2 m",
+		Status: approval.StatusApproved, RequestedBy: "agent", CreatedAt: at, ExpiresAt: at.Add(time.Minute),
+		DecidedAt: &at, DecidedBy: "alice", GrantID: "grt-1", Reason: "covered by scoped grant grt-1 (the aisle)",
+	}
+	rec := func(from, to fsm.State, ev fsm.Event, by string) actions.TransitionRecord {
+		return actions.TransitionRecord{TaskID: id, RobotID: "r1", Tool: "move_base_to", Arguments: args, From: from, To: to, Event: ev, At: at, By: by, ApprovalID: a.ID}
+	}
+	rs := []actions.TransitionRecord{
+		rec("", fsm.Requested, "", "agent"),
+		rec(fsm.Requested, fsm.AwaitingApproval, fsm.EvNeedApproval, "agent"),
+		rec(fsm.AwaitingApproval, fsm.Approved, fsm.EvApprove, "alice"),
+		rec(fsm.Approved, fsm.Executing, fsm.EvStart, "supervisor"),
+	}
+	rs[2].GrantID, rs[2].Approval = "grt-1", a
+	return rs, a
+}
+
+// TestRecordTransitions_AGrantCoveredApprovalIsInTheSameCommit is issue 19
+// item 2 for a call a scoped grant covers: the task's four records and the
+// approval's record are one commit, and the approval lands exactly as
+// SaveApproval writes it (the same row, the same audit record).
+func TestRecordTransitions_AGrantCoveredApprovalIsInTheSameCommit(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		s, _ := e.open(t, t.TempDir())
+		ctx := context.Background()
+		// When the records of a grant-covered call go as one batch
+		rs, a := grantCovered("task-batch", t0)
+		c0 := s.group.commits.Load()
+		require.NoError(t, s.RecordTransitions(ctx, rs))
+		// Then they are one commit, the approval's record with them
+		require.Equal(t, int64(1), s.group.commits.Load()-c0)
+		got, err := s.Approval(ctx, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, approval.StatusApproved, got.Status)
+		require.Equal(t, "grt-1", got.GrantID)
+		require.Equal(t, "alice", got.DecidedBy)
+		tr, err := s.Transitions(ctx, "task-batch")
+		require.NoError(t, err)
+		require.Len(t, tr, 4)
+		// And the approval's audit record is the one SaveApproval writes
+		_, b := grantCovered("task-alone", t0)
+		require.NoError(t, s.SaveApproval(ctx, b))
+		withApproval := func(id string) []AuditRecord {
+			var out []AuditRecord
+			for _, r := range auditAll(t, s, AuditQuery{}) {
+				if r.Subject == id {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		inBatch, alone := withApproval(a.ID), withApproval(b.ID)
+		require.NotEmpty(t, alone)
+		require.Len(t, inBatch, len(alone))
+		for i := range alone {
+			x, y := inBatch[i], alone[i]
+			require.Equal(t, y.Type, x.Type)
+			require.Equal(t, y.Actor, x.Actor)
+			require.Equal(t, strings.ReplaceAll(y.Summary, "task-alone", "task-batch"), x.Summary)
+		}
+	})
+}
+
+// TestRecordTransitions_AnUnknownApprovalRecordFailsTheCommit: a record
+// the store cannot write fails the whole batch (the command it precedes
+// is then not sent) rather than being dropped.
+func TestRecordTransitions_AnUnknownApprovalRecordFailsTheCommit(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *testEngine) {
+		s, _ := e.open(t, t.TempDir())
+		ctx := context.Background()
+		rs, _ := grantCovered("task-odd", t0)
+		rs[2].Approval = "not an approval"
+		err := s.RecordTransitions(ctx, rs)
+		require.ErrorContains(t, err, "approval record of unknown type string")
+		tr, err := s.Transitions(ctx, "task-odd")
+		require.NoError(t, err)
+		require.Empty(t, tr, "nothing of the batch is written")
 	})
 }
 

@@ -155,6 +155,20 @@ func (s *Store) writeTransition(tx txn, r *actions.TransitionRecord, now time.Ti
 	if err := insertTransition(ctx, tx, *r, at); err != nil {
 		return err
 	}
+	// An approval decided with the transition and left to the runner
+	// (a request a scoped grant covered when it was filed).
+	switch a := r.Approval.(type) {
+	case nil:
+	case approval.Approval:
+		if a.ID == "" {
+			return errors.New("store: approval without an id")
+		}
+		if err := s.writeApproval(ctx, tx, a, now); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("store: transition of task %s carries an approval record of unknown type %T", r.TaskID, r.Approval)
+	}
 	if r.From == "" {
 		if _, err := tx.exec(ctx, qCreateTask,
 			r.TaskID, r.RobotID, r.Tool, mustJSON(orEmpty(r.Arguments)), string(r.To), r.Reason, r.By, ns(at), ns(at)); err != nil {
@@ -284,6 +298,14 @@ func (s *Store) SaveApproval(ctx context.Context, a approval.Approval) error {
 		return errors.New("store: approval without an id")
 	}
 	now := s.clock.Now()
+	return s.tx(ctx, "approval", func(tx txn) error {
+		return s.writeApproval(ctx, tx, a, now)
+	})
+}
+
+// writeApproval is SaveApproval's write, in tx: the record as of its last
+// change (its decision, else its creation; now when it has neither time).
+func (s *Store) writeApproval(ctx context.Context, tx txn, a approval.Approval, now time.Time) error {
 	at := a.CreatedAt
 	actor := a.RequestedBy
 	if a.DecidedAt != nil {
@@ -292,9 +314,7 @@ func (s *Store) SaveApproval(ctx context.Context, a approval.Approval) error {
 	if at.IsZero() {
 		at = now
 	}
-	return s.tx(ctx, "approval", func(tx txn) error {
-		return s.saveApprovalTx(ctx, tx, a, at, actor)
-	})
+	return s.saveApprovalTx(ctx, tx, a, at, actor)
 }
 
 func (s *Store) saveApprovalTx(ctx context.Context, tx txn, a approval.Approval, at time.Time, actor string) error {
