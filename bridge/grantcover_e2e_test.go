@@ -44,4 +44,15 @@ func TestE2E_GrantCoveredCallAnswersApprovedByTheGrant(t *testing.T) {
 	// And the motion runs on the grant to its end
 	done := h.waitTask(taskID(t, env), 30*time.Second)
 	require.Equal(t, "succeeded", taskData(done)["status"], "%v", done)
+
+	// And the audit keeps who authorized it: the approval's record, which
+	// went to the disk in the commit before the first command
+	v, err := h.b.Runner().Get(taskID(t, env))
+	require.NoError(t, err)
+	a, err := h.b.Store().Approval(context.Background(), v.ApprovalID)
+	require.NoError(t, err)
+	require.Equal(t, approval.StatusApproved, a.Status)
+	require.Equal(t, g.ID, a.GrantID)
+	require.Equal(t, "ann", a.DecidedBy)
+	require.Equal(t, v.ID, a.TaskID)
 }

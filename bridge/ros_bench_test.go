@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/robot-bridge/robot-bridge/actions"
+	"github.com/robot-bridge/robot-bridge/approval"
 	"github.com/robot-bridge/robot-bridge/fsm"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rosmsg"
@@ -53,18 +54,32 @@ type benchROS struct {
 	pub     *goroslib.Publisher
 }
 
-func startBenchROS(b *testing.B) *benchROS {
+// How a benchmark's move_base_to calls are authorized when they are made.
+const (
+	// byConfig: the config authorizes the motion (approval: never).
+	byConfig = "config"
+	// byGrant: an operator's scoped grant covers it (the tool needs
+	// approval; the grant gives it when the call is filed).
+	byGrant = "grant"
+)
+
+func startBenchROS(b *testing.B, authorized string) *benchROS {
 	b.Helper()
 	m := rostest.StartMaster(b)
 	cfg := rosConfig(b, "ros-sim.yaml", m.URI, func(c *hwconfig.Config) {
-		// The approved-command path with the approval already given: the
-		// config authorizes the motion (approval: never).
-		a := c.Actions[hwconfig.ToolMoveBaseTo]
-		a.Approval = hwconfig.ApprovalNever
-		c.Actions[hwconfig.ToolMoveBaseTo] = a
+		if authorized == byConfig {
+			a := c.Actions[hwconfig.ToolMoveBaseTo]
+			a.Approval = hwconfig.ApprovalNever
+			c.Actions[hwconfig.ToolMoveBaseTo] = a
+		}
 	})
 	startSimNode(b, cfg)
 	br := newROSBridge(b, cfg)
+	if authorized == byGrant {
+		_, err := br.Approvals().CreateGrant(context.Background(), "operator",
+			approval.Scope{Tool: hwconfig.ToolMoveBaseTo, Rect: &approval.Rect{MinX: -100, MinY: -100, MaxX: 100, MaxY: 100}}, time.Hour)
+		require.NoError(b, err)
+	}
 	r := &benchROS{
 		b: br, base: "http://" + br.Addr(), client: &http.Client{Timeout: 30 * time.Second},
 		goals: make(chan arrival, 64), cancels: make(chan arrival, 64), twists: make(chan arrival, 64), direct: make(chan arrival, 64),
@@ -142,8 +157,18 @@ func next(b *testing.B, ch chan arrival, t0 time.Time, seen map[string]bool, wha
 	}
 }
 
+// BenchmarkROS_ApprovedCommandLatency times an approved command from the
+// HTTP call to its goal at a ROS subscriber, for a call an operator's
+// scoped grant covers (grant, the target's figure) and for one the config
+// authorizes (config); both write one commit before the goal leaves.
 func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
-	r := startBenchROS(b)
+	for _, by := range []string{byGrant, byConfig} {
+		b.Run(by, func(b *testing.B) { benchApprovedCommand(b, by) })
+	}
+}
+
+func benchApprovedCommand(b *testing.B, authorized string) {
+	r := startBenchROS(b, authorized)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	var viaBridge, direct []time.Duration
@@ -189,7 +214,7 @@ func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 }
 
 func BenchmarkROS_StopLatency(b *testing.B) {
-	r := startBenchROS(b)
+	r := startBenchROS(b, byConfig)
 	seen := map[string]bool{}
 	var cancels, twists, direct []time.Duration
 	b.ResetTimer()
@@ -270,7 +295,7 @@ func (r *benchROS) directSample(b *testing.B, id string, seen map[string]bool) t
 // It takes at least stagesMinSamples samples of each, whatever b.N, so
 // the default -benchtime 1s makes one pass of them.
 func BenchmarkROS_ApprovedCommandStages(b *testing.B) {
-	r := startBenchROS(b)
+	r := startBenchROS(b, byConfig)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	st := r.b.Store()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench-profile`: where the time of the approved-command path goes.
-# Runs BenchmarkROS_ApprovedCommandLatency twice — once with a CPU profile,
+# Runs BenchmarkROS_ApprovedCommandLatency/grant twice — once with a CPU profile,
 # once with an execution trace (the trace slows the path, so its figures
 # are read as proportions) — then prints
 #   - the CPU per command of the stages of the path (go tool pprof),
@@ -23,7 +23,7 @@ out=$(cd "$OUT_DIR" && pwd)
 command -v python3 >/dev/null || { echo "bench-profile: needs python3" >&2; exit 2; }
 
 "$GO" test -c -o "$out/bridge.test" ./bridge
-run() { (cd bridge && "$out/bridge.test" -test.run '^$' -test.bench '^BenchmarkROS_ApprovedCommandLatency$' -test.benchmem "$@"); }
+run() { (cd bridge && "$out/bridge.test" -test.run '^$' -test.bench '^BenchmarkROS_ApprovedCommandLatency$/^grant$' -test.benchmem "$@"); }
 
 echo "bench-profile: $N samples with a CPU profile" >&2
 run -test.benchtime "${N}x" -test.cpuprofile "$out/cpu.out" | tee "$out/cpu-run.txt"

@@ -34,9 +34,9 @@ func TestParse_CapturedOutput(t *testing.T) {
 		pkg, bench, unit string
 		want             float64
 	}{
-		{"/bridge", "BenchmarkROS_ApprovedCommandLatency", "http_p50_ms", 5.060},
-		{"/bridge", "BenchmarkROS_ApprovedCommandLatency", "direct_p99_ms", 0.9640},
-		{"/bridge", "BenchmarkROS_ApprovedCommandLatency", "allocs/op", 1524},
+		{"/bridge", "BenchmarkROS_ApprovedCommandLatency/grant", "http_p50_ms", 5.060},
+		{"/bridge", "BenchmarkROS_ApprovedCommandLatency/grant", "direct_p99_ms", 0.9640},
+		{"/bridge", "BenchmarkROS_ApprovedCommandLatency/grant", "allocs/op", 1524},
 		{"/bridge", "BenchmarkStateChangeToAgentSSE", "ns/op", 40588},
 		{"/store", "BenchmarkTransitionWrite/synchronous=FULL", "p50-µs", 435.1},
 		{"/store", "BenchmarkTransitionWrite/synchronous=NORMAL", "transitions/s", 3982},
@@ -56,7 +56,7 @@ func TestParse_CapturedOutput(t *testing.T) {
 			t.Errorf("%s: procs %d, want 2 (the -2 suffix)", c.bench, runs[0].Procs)
 		}
 	}
-	r := s.Find("/bridge", "BenchmarkROS_ApprovedCommandLatency")[0]
+	r := s.Find("/bridge", "BenchmarkROS_ApprovedCommandLatency/grant")[0]
 	if r.Pkg != "github.com/robot-bridge/robot-bridge/bridge" || r.N != 200 {
 		t.Errorf("pkg %q N %d", r.Pkg, r.N)
 	}
@@ -123,7 +123,7 @@ func TestEvaluate_CapturedOutput(t *testing.T) {
 	for _, r := range rows {
 		by[r.Name] = r
 	}
-	approved := by["approved command HTTP → ROS subscriber, p50"]
+	approved := by["approved command (scoped grant) HTTP → ROS subscriber, p50"]
 	if approved.Verdict != Miss || !near(approved.Value, 5.060) || !near(approved.Base, 0.2530) || !near(approved.Ratio, 5.060/0.2530) {
 		t.Errorf("approved p50: %+v", approved)
 	}
