@@ -295,6 +295,17 @@ func (d *Driver) probe() {
 		return
 	}
 	if _, err := s.master.LookupNode("/" + d.set.names.node); err != nil {
+		// Asked again at once before the link is given up: one failed
+		// XML-RPC exchange (a connection the HTTP client reused as it
+		// closed, on a loaded machine) is not a lost master, and tearing
+		// the session down for it cancels nothing on the robot but leaves
+		// the bridge without a link, unable even to send a stop, until
+		// the next probe. A dead master refuses the retry at once, and a
+		// restarted one does not know the node either.
+		if _, err2 := s.master.LookupNode("/" + d.set.names.node); err2 == nil {
+			d.log.Warn("ros master did not answer a probe; it answered the retry", "err", err)
+			return
+		}
 		d.mu.Lock()
 		if d.sess == s {
 			d.sess = nil
