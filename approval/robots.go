@@ -3,12 +3,12 @@ package approval
 import (
 	"context"
 	"fmt"
-	"github.com/robot-bridge/robot-bridge/robot"
 	"strings"
 	"time"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/toolerr"
 )
 

@@ -336,7 +336,7 @@ func benchApprovedCommandStages(b *testing.B, authorized string) {
 	}
 	n := max(b.N, stagesMinSamples)
 	b.ResetTimer()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		// HTTP, as the agent calls it; the store's writes counted.
 		args := target()
 		drain(r.goals)

@@ -136,7 +136,7 @@ func (c *clients) http(ctx context.Context, method, path, token string, headers 
 	if err != nil {
 		return answer{via: "http", err: err, latency: time.Since(start)}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	a := answer{via: "http", status: resp.StatusCode, latency: time.Since(start), text: string(raw)}
 	if err != nil {

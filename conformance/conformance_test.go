@@ -61,7 +61,7 @@ func writeReport(t *testing.T, path string, c *Corpus, seeds []int64, chaos bool
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	require.NoError(t, WriteReport(f, ReportConf{Command: cmd, Groups: c.Groups, Seeds: seeds, Chaos: chaos, Cases: cases, When: time.Now()}, results))
 	t.Logf("report: %s", path)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -490,9 +491,7 @@ func (c *caseRun) console(ctx context.Context, q ConsoleReq) (answer, string) {
 	if !q.NoCSRF && csrf != "" {
 		h["X-CSRF-Token"] = csrf
 	}
-	for k, v := range c.subMap(q.Headers) {
-		h[k] = v
-	}
+	maps.Copy(h, c.subMap(q.Headers))
 	path := c.sub(q.Path)
 	kind := estopKind(q.Method, path)
 	if kind == "reset" {

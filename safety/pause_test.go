@@ -711,7 +711,7 @@ func TestResume_AfterOrRacingWhatEndsThePausedTaskIsAConflict(t *testing.T) {
 				for _, e := range r.commandsOfTaskSince(id, at) {
 					_, rec := taskOfCommand(e.ID)
 					if !rec {
-						require.Nil(t, got.err, "command %s of the task after a refused resume", e.ID)
+						require.NoError(t, got.err, "command %s of the task after a refused resume", e.ID)
 					}
 				}
 			})

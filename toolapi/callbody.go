@@ -33,7 +33,7 @@ func decodeCallBodyFast(data []byte) (req CallRequest, ok bool) {
 				return req, false
 			}
 			p.space()
-			field := -1
+			var field int
 			switch string(key) {
 			case "arguments":
 				field = 0

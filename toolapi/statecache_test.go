@@ -169,8 +169,10 @@ func TestGetRobotState_CachedAnswersAreFreshAnswers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 3))
 	base := r.st
 	tasks := []*actions.TaskView{nil, {ID: "t-1", Tool: ToolMoveBaseTo, Status: fsm.Executing}, {ID: "t-1", Tool: ToolMoveBaseTo, Status: fsm.Stopping}}
-	ages := []time.Duration{0, time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 501 * time.Millisecond, 599 * time.Millisecond,
-		600 * time.Millisecond, 9999 * time.Millisecond, 10 * time.Second, 2 * time.Minute, 3 * time.Hour}
+	ages := []time.Duration{
+		0, time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 501 * time.Millisecond, 599 * time.Millisecond,
+		600 * time.Millisecond, 9999 * time.Millisecond, 10 * time.Second, 2 * time.Minute, 3 * time.Hour,
+	}
 	hits := 0
 	for i := range 600 {
 		if i > 0 && rng.IntN(2) == 0 {
@@ -271,8 +273,8 @@ func TestSameState_KnowsEveryField(t *testing.T) {
 		reflect.TypeFor[robot.Joint](), reflect.TypeFor[robot.Gripper](), reflect.TypeFor[robot.Battery](),
 	} {
 		var fields []string
-		for i := range typ.NumField() {
-			fields = append(fields, typ.Field(i).Name)
+		for f := range typ.Fields() {
+			fields = append(fields, f.Name)
 		}
 		require.Equal(t, known[typ.Name()], fields, "robot.%s changed: update sameState and this test", typ.Name())
 	}

@@ -115,10 +115,10 @@ func fatal(err error) {
 
 func writeText(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tmeasured\tbaseline, same run\tratio\ttarget\tresult\truns")
+	_, _ = fmt.Fprintln(tw, "target\tmeasured\tbaseline, same run\tratio\ttarget\tresult\truns")
 	for _, r := range rows {
 		fig, base, ratio, target := r.Cells()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Name, fig, base, ratio, target, r.Verdict, r.Runs)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Name, fig, base, ratio, target, r.Verdict, r.Runs)
 	}
 	_ = tw.Flush()
 }
@@ -127,7 +127,7 @@ func writeText(w io.Writer, rows []Row) {
 // beside the head's own same-run baseline ratio and verdict.
 func writeCompare(w io.Writer, rows []Row, base map[string]Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tbase\thead\tchange\thead vs its same-run baseline\ttarget\thead result")
+	_, _ = fmt.Fprintln(tw, "target\tbase\thead\tchange\thead vs its same-run baseline\ttarget\thead result")
 	for _, r := range rows {
 		fig, _, ratio, target := r.Cells()
 		b, ok := base[r.Name]
@@ -138,16 +138,16 @@ func writeCompare(w io.Writer, rows []Row, base map[string]Row) {
 				change = fmt.Sprintf("%+.1f%%", (r.Value/b.Value-1)*100)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, bfig, fig, change, ratio, target, r.Verdict)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, bfig, fig, change, ratio, target, r.Verdict)
 	}
 	_ = tw.Flush()
 }
 
 func writeMarkdown(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| target | measured | baseline, same run | ratio | target | result |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	_, _ = fmt.Fprintln(w, "| target | measured | baseline, same run | ratio | target | result |")
+	_, _ = fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fig, base, ratio, target := r.Cells()
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Name, fig, base, ratio, target, r.Verdict)
+		_, _ = fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Name, fig, base, ratio, target, r.Verdict)
 	}
 }

@@ -27,7 +27,7 @@ func silentBroker(t *testing.T) (addr string, got <-chan int) {
 				return
 			}
 			go func(n int, conn net.Conn) {
-				defer conn.Close()
+				defer func() { _ = conn.Close() }()
 				for {
 					p, err := packets.ReadPacket(conn)
 					if err != nil {

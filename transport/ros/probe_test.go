@@ -34,9 +34,7 @@ func startFlakyProxy(t *testing.T, target string) *flakyProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &flakyProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -45,10 +43,9 @@ func startFlakyProxy(t *testing.T, target string) *flakyProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c)
 			p.mu.Unlock()
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.serve(c) }()
+			p.wg.Go(func() { p.serve(c) })
 		}
-	}()
+	})
 	t.Cleanup(func() {
 		_ = ln.Close()
 		// (HTTP clients keep idle connections open for a long time)
