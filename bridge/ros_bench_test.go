@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"runtime/trace"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/bluenviron/goroslib/v2/pkg/msgs/actionlib_msgs"
 	"github.com/bluenviron/goroslib/v2/pkg/msgs/geometry_msgs"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/robot-bridge/robot-bridge/actions"
 	"github.com/robot-bridge/robot-bridge/approval"
@@ -167,11 +169,41 @@ func BenchmarkROS_ApprovedCommandLatency(b *testing.B) {
 	}
 }
 
+// flushFloor times one 4 KiB write and fdatasync at the end of a file in
+// a temp dir (the file system of the bridge's data dir), as SQLite syncs
+// its WAL on Linux: the floor of the one durable commit that must precede
+// a goal. The file wraps at 4 MiB.
+type flushFloor struct {
+	f   *os.File
+	off int64
+	buf []byte
+}
+
+func newFlushFloor(b *testing.B) *flushFloor {
+	f, err := os.CreateTemp(b.TempDir(), "floor")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = f.Close() })
+	return &flushFloor{f: f, buf: make([]byte, 4096)}
+}
+
+func (f *flushFloor) sample(b *testing.B) time.Duration {
+	t0 := time.Now()
+	_, err := f.f.WriteAt(f.buf, f.off)
+	require.NoError(b, err)
+	require.NoError(b, unix.Fdatasync(int(f.f.Fd())))
+	d := time.Since(t0)
+	if f.off += int64(len(f.buf)); f.off >= 4<<20 {
+		f.off = 0
+	}
+	return d
+}
+
 func benchApprovedCommand(b *testing.B, authorized string) {
 	r := startBenchROS(b, authorized)
 	ctx := context.Background()
 	seen := map[string]bool{}
-	var viaBridge, direct []time.Duration
+	floor := newFlushFloor(b)
+	var viaBridge, direct, flushes, durable []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// The bridge: HTTP call → runner → supervisor gate → driver →
@@ -214,9 +246,19 @@ func benchApprovedCommand(b *testing.B, authorized string) {
 		r.pub.Write(m)
 		d := next(b, r.direct, t1, seen, "goal on /bench/goal")
 		direct = append(direct, d.at.Sub(t1))
+		// The durable floor: that publish after one flush of this disk.
+		fl := floor.sample(b)
+		flushes = append(flushes, fl)
+		durable = append(durable, fl+d.at.Sub(t1))
 	}
 	b.StopTimer()
 	rostest.ReportVsDirect(b, "http", viaBridge, direct)
+	f50, f99 := rostest.Percentiles(flushes)
+	b.ReportMetric(f50, "fsync_p50_ms")
+	b.ReportMetric(f99, "fsync_p99_ms")
+	d50, d99 := rostest.Percentiles(durable)
+	b.ReportMetric(d50, "durable_floor_p50_ms")
+	b.ReportMetric(d99, "durable_floor_p99_ms")
 }
 
 func BenchmarkROS_StopLatency(b *testing.B) {

@@ -124,7 +124,7 @@ func TestEvaluate_CapturedOutput(t *testing.T) {
 		by[r.Name] = r
 	}
 	approved := by["approved command (scoped grant) HTTP → ROS subscriber, p50"]
-	if approved.Verdict != Miss || !near(approved.Value, 5.060) || !near(approved.Base, 0.2530) || !near(approved.Ratio, 5.060/0.2530) {
+	if approved.Verdict != Miss || !near(approved.Value, 5.060) || !near(approved.Base, 0.5060) || !near(approved.Ratio, 5.060/0.5060) {
 		t.Errorf("approved p50: %+v", approved)
 	}
 	if r := by["stop over ROS: HTTP stop → cancel at subscriber, p99"]; r.Verdict != Pass || !near(r.Value, 2.551) || r.HaveBase {
@@ -143,7 +143,7 @@ func TestEvaluate_CapturedOutput(t *testing.T) {
 		t.Errorf("a benchmark that did not run must be MISSING: %+v", r)
 	}
 	fig, base, ratio, target := approved.Cells()
-	if fig != "5.06 ms" || ratio != "20.0×" || target != "≤ 0.4 ms" || !strings.Contains(base, "0.253 ms") {
+	if fig != "5.06 ms" || ratio != "10.0×" || target != "≤ 0.4 ms" || !strings.Contains(base, "0.506 ms") {
 		t.Errorf("cells %q %q %q %q", fig, base, ratio, target)
 	}
 }
