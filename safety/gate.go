@@ -168,10 +168,19 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 			return toolerr.New(toolerr.Internal, "the transition could not be recorded, so the command was not sent").Wrap(err)
 		}
 	}
-	// The lease may have lapsed while the transition was committed: ask
-	// the fence again right before the command leaves.
+	// The lease may have lapsed, and the grant been revoked or run out,
+	// while the transition was committed: ask both again right before the
+	// command leaves. (A stop, an e-stop or a pause that arrived meanwhile
+	// is seen once Send returns, and a stop follows the command; a grant
+	// that ended must not let it leave at all: its revocation may already
+	// have been answered.)
 	if err := s.fenceErr(); err != nil {
 		return err
+	}
+	if before != nil && !a.resume {
+		if err := s.authorize(a); err != nil {
+			return &refusedAfterStartError{err}
+		}
 	}
 	if cmd.ID == "" {
 		// Transports that may deliver twice drop duplicates by id, so
@@ -200,6 +209,15 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	}
 	return nil
 }
+
+// refusedAfterStartError is the gate's refusal of a first command whose
+// start was already recorded (its before hook ran): the grant ended while
+// the transition was committed. Nothing was sent; the task, executing by
+// its record, ends as a motion whose grant ends does (supervise).
+type refusedAfterStartError struct{ err error }
+
+func (e *refusedAfterStartError) Error() string { return e.err.Error() }
+func (e *refusedAfterStartError) Unwrap() error { return e.err }
 
 // stoppedSinceAdmit says why the command of a that the gate just sent
 // must be followed by a stop ("" when nothing asked for one): it was

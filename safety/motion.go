@@ -712,6 +712,18 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				return r.trip(mkTrip(TripLinkDown, i, "the robot link went down while sending "+step.Name+": "+se.err.Error(), err)), i, nil
 			case errors.As(err, &se):
 				return r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+": "+se.err.Error(), err)), i, nil
+			case errors.As(err, new(*refusedAfterStartError)):
+				// The grant ended while the start was being recorded:
+				// nothing was sent, and the task ends as a motion whose
+				// grant ends does (invariant 11), in the same words.
+				req := r.authorityEnded(auth)
+				if req == nil {
+					req = &StopRequest{TaskID: auth.TaskID, Cause: StopGrantRevoked, Reason: toolerr.As(err).Message}
+				}
+				_ = s.requestStop(context.WithoutCancel(ctx), *req, false)
+				t := mkTrip(req.tripKind(), i, req.detail(), nil)
+				t.By = req.By
+				return r.trip(t), i, nil
 			case errors.Is(err, ErrLinkDown) && retryUnavailable && s.clock.Since(start) < deadline:
 				if _, t := wait(); t != nil {
 					return r.trip(t), i, nil

@@ -358,6 +358,52 @@ func invariant10CancelWhileStoppingIsHonoured(t *testing.T, newRig newRigFunc) {
 	}
 }
 
+// TestInvariant11_ARevokeWhileTheStartIsRecordedSendsNothing: found by the
+// conformance suite (timing_races/revoke-racing-covered-call, seed 1):
+// the gate admitted a grant-covered task's first command, the operator
+// revoked the grant while the start was being committed, and the command
+// left after the revocation had been answered (a stop followed it). The
+// gate asks the grant again once the start is on the disk, right before
+// the command leaves: nothing of the task is sent.
+func TestInvariant11_ARevokeWhileTheStartIsRecordedSendsNothing(t *testing.T) {
+	invariant11ARevokeWhileTheStartIsRecordedSendsNothing(t, newRig)
+}
+
+func TestROS_Invariant11_ARevokeWhileTheStartIsRecordedSendsNothing(t *testing.T) {
+	invariant11ARevokeWhileTheStartIsRecordedSendsNothing(t, newROSEnv(t).newRig)
+}
+
+func invariant11ARevokeWhileTheStartIsRecordedSendsNothing(t *testing.T, newRig newRigFunc) {
+	ctx := context.Background()
+	r := newRig(t)
+	g, err := r.appr.CreateGrant(ctx, "operator-1", approval.Scope{
+		Tool: "move_base_to", Rect: &approval.Rect{MinX: -1, MinY: -1, MaxX: 4, MaxY: 1},
+	}, time.Minute)
+	require.NoError(t, err)
+	revoked := make(chan error, 1)
+	r.rec.when(fsm.EvStart, func(actions.TransitionRecord) {
+		// Given the gate admitted the first command and its start is
+		// being recorded, When the operator revokes the grant now (and
+		// is answered)
+		_, err := r.appr.RevokeWith(ctx, g.ID, "operator-2", approval.RevokeOptions{Reason: "someone walked in"})
+		revoked <- err
+	})
+	at := r.logLen()
+	v := r.mustSubmit("move_base_to", map[string]any{"x": 3.0, "y": 0.0})
+	require.NoError(t, receive(t, revoked, 15*time.Second, "the start was never recorded"))
+	v = r.waitTerminal(v.ID, 20*time.Second)
+
+	// Then no command of the task reached the robot, and the agent is
+	// told the operator withdrew the permission
+	require.Empty(t, r.commandsOfTaskSince(v.ID, at), "a command left after the revocation was answered")
+	require.NotNil(t, v.Error, "%s", v.Status)
+	require.Equal(t, toolerr.ApprovalDenied, v.Error.Type, v.Error.Message)
+	require.Contains(t, v.Error.Message, "operator operator-2 revoked the grant (someone walked in)")
+	require.Contains(t, v.Error.Message, "before it moved")
+	require.False(t, r.sup.Status().Fault.Latched, "a fault latched for a revocation")
+	r.requireNothingMoved()
+}
+
 func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 	invariant11AuthorityEndsAtOnce(t, newRig)
 }
