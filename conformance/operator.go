@@ -345,10 +345,9 @@ func (c *caseRun) settle(ctx context.Context) {
 	// Stop whatever runs; clear the robot's faults.
 	stop, _ := json.Marshal(map[string]string{"session_id": r.settleSession()})
 	r.cl.http(ctx, http.MethodPost, "/v1/tools/stop/call", op, nil, stop, "")
-	cleared := r.sim.http(ctx, http.MethodDelete, "/faults", r.tg.SimToken, nil, nil, "")
-	if n, _ := lookup(cleared.body, "cleared").(float64); n > 0 {
-		c.awaitFaultCodesGone(ctx)
-	}
+	r.sim.http(ctx, http.MethodDelete, "/faults", r.tg.SimToken, nil, nil, "")
+	// (also after a case that cleared the robot's faults itself)
+	c.awaitRobotCleared(ctx)
 	c.mu.Lock()
 	tasks := append([]string(nil), c.tasks...)
 	c.mu.Unlock()
@@ -383,22 +382,24 @@ func (c *caseRun) settle(ctx context.Context) {
 	c.unlatch(ctx)
 }
 
-// awaitFaultCodesGone waits (up to 3 s) until the bridge's state of the
-// robot carries no fault codes: the faults the robot was just cleared of
-// stay in the state the bridge holds until the robot's next one arrives,
-// and the next case's first motion must not start on them (it failed
-// "the robot reported joint_stuck" on a case without chaos).
-func (c *caseRun) awaitFaultCodesGone(ctx context.Context) {
+// awaitRobotCleared waits (up to 3 s) until the bridge's state of the
+// robot carries no fault codes and no engaged robot e-stop: what the robot
+// was just cleared of stays in the state the bridge holds until the
+// robot's next one arrives, and the next case's first motion must not
+// start on it (cases without chaos failed on "the robot reported
+// joint_stuck" and on "the robot's own e-stop engaged" left by the case
+// before).
+func (c *caseRun) awaitRobotCleared(ctx context.Context) {
 	r := c.r
 	body, _ := json.Marshal(map[string]any{"arguments": map[string]any{}, "session_id": r.settleSession()})
 	for range 150 {
 		a := r.cl.http(ctx, http.MethodPost, "/v1/tools/get_robot_state/call", r.tg.Agent, nil, body, "")
-		if a.ok && lookup(a.body, "data.faults") == nil {
+		if a.ok && lookup(a.body, "data.faults") == nil && lookup(a.body, "data.estop") != true {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.logf("settle: the robot's state still carries fault codes 3 s after they were cleared")
+	r.logf("settle: the robot's state still carries fault codes or its e-stop 3 s after they were cleared")
 }
 
 // unlatch resets the e-stop and clears a fault, once the robot is at
