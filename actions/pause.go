@@ -20,6 +20,19 @@ func wrongState(v TaskView, verb, need string) *toolerr.Error {
 	return e
 }
 
+// endedFirst is wrongState for a task whose motion ended (with an error)
+// before the operator's request took effect: it says the request was
+// not carried out and how the task ended, in the task's own words.
+func endedFirst(v TaskView, verb, need string) *toolerr.Error {
+	if v.Error == nil || !v.Status.Terminal() {
+		return wrongState(v, verb, need)
+	}
+	e := toolerr.New(toolerr.Conflict, "%s %s", sentence(fmt.Sprintf("task %s (%s) was not %s: it %s first", v.ID, v.Tool, verb, StatusWords(v.Status))), v.Error.Message).
+		With("task_id", v.ID).With("status", string(v.Status))
+	e.Suggestion = "read the task's status again; this request changed nothing"
+	return e
+}
+
 func (r *Runner) task(id string) (*task, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -57,7 +70,7 @@ func (r *Runner) Pause(ctx context.Context, id, by, reason string) (TaskView, er
 		// The motion ended by itself, or a stop came first: say how it
 		// ended once the task has taken that end.
 		v, _ := r.waitTerminal(ctx, t)
-		return v, wrongState(v, "paused", StatusWords(fsm.Executing))
+		return v, endedFirst(v, "paused", StatusWords(fsm.Executing))
 	case errors.Is(err, safety.ErrNotHeld):
 		// The supervisor has moved on (stopping, or another pause is
 		// being taken): name the status the task takes for it, never
@@ -98,7 +111,7 @@ func (r *Runner) Resume(ctx context.Context, id, by string) (TaskView, error) {
 			e.Suggestion = "read the task's status again; this request changed nothing"
 			return v, e
 		}
-		return v, wrongState(v, "resumed", StatusWords(fsm.Paused))
+		return v, endedFirst(v, "resumed", StatusWords(fsm.Paused))
 	}
 	te := toolerr.As(err)
 	e := *te

@@ -177,7 +177,7 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 	if err := s.fenceErr(); err != nil {
 		return err
 	}
-	if before != nil && !a.resume {
+	if before != nil {
 		if err := s.authorize(a); err != nil {
 			return &refusedAfterStartError{err}
 		}
@@ -211,9 +211,10 @@ func (s *Supervisor) sendLocked(ctx context.Context, a Authorization, cmd robot.
 }
 
 // refusedAfterStartError is the gate's refusal of a first command whose
-// start was already recorded (its before hook ran): the grant ended while
-// the transition was committed. Nothing was sent; the task, executing by
-// its record, ends as a motion whose grant ends does (supervise).
+// start (or a resume) was already recorded (its before hook ran): the
+// grant ended while the transition was committed. Nothing was sent; the
+// task, executing by its record, ends as a motion whose grant ends does
+// (supervise, hold).
 type refusedAfterStartError struct{ err error }
 
 func (e *refusedAfterStartError) Error() string { return e.err.Error() }

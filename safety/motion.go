@@ -714,16 +714,9 @@ func (r *run) supervise(ctx context.Context, auth Authorization, steps []Step, d
 				return r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+": "+se.err.Error(), err)), i, nil
 			case errors.As(err, new(*refusedAfterStartError)):
 				// The grant ended while the start was being recorded:
-				// nothing was sent, and the task ends as a motion whose
-				// grant ends does (invariant 11), in the same words.
-				req := r.authorityEnded(auth)
-				if req == nil {
-					req = &StopRequest{TaskID: auth.TaskID, Cause: StopGrantRevoked, Reason: toolerr.As(err).Message}
-				}
-				_ = s.requestStop(context.WithoutCancel(ctx), *req, false)
-				t := mkTrip(req.tripKind(), i, req.detail(), nil)
-				t.By = req.By
-				return r.trip(t), i, nil
+				// nothing was sent.
+				t, _ := r.grantEndedOnRecord(ctx, auth, err, i, mkTrip)
+				return t, i, nil
 			case errors.Is(err, ErrLinkDown) && retryUnavailable && s.clock.Since(start) < deadline:
 				if _, t := wait(); t != nil {
 					return r.trip(t), i, nil
@@ -934,6 +927,23 @@ func (s *Supervisor) commandID(a Authorization) string {
 // request its end implies, nil while it still authorizes the motion. The
 // supervisor's recovery and tools the config marks "approval: never" hold
 // no grant and are not checked.
+// grantEndedOnRecord ends the motion whose grant ended while its start
+// or resume was recorded (the gate's refusedAfterStartError: nothing was
+// sent) as a motion whose grant ends does (invariant 11), in the same
+// words; it returns the trip and the request that ended it.
+func (r *run) grantEndedOnRecord(ctx context.Context, auth Authorization, err error, i int,
+	mkTrip func(TripKind, int, string, error) *Trip,
+) (*Trip, *StopRequest) {
+	req := r.authorityEnded(auth)
+	if req == nil {
+		req = &StopRequest{TaskID: auth.TaskID, Cause: StopGrantRevoked, Reason: toolerr.As(err).Message}
+	}
+	_ = r.s.requestStop(context.WithoutCancel(ctx), *req, false)
+	t := mkTrip(req.tripKind(), i, req.detail(), nil)
+	t.By = req.By
+	return r.trip(t), req
+}
+
 func (r *run) authorityEnded(a Authorization) *StopRequest {
 	if a.recovery || a.GrantID == "" {
 		return nil

@@ -512,6 +512,13 @@ func (r *run) hold(ctx context.Context, pc *pauseCall, auth Authorization, step 
 					return robot.Command{}, r.trip(mkTrip(TripLinkDown, i, "the robot link went down while resuming "+step.Name+": "+se.err.Error(), err))
 				}
 				return robot.Command{}, r.trip(mkTrip(TripDriverError, i, "the driver failed to send "+step.Name+" on resume: "+se.err.Error(), err))
+			case errors.As(err, new(*refusedAfterStartError)):
+				// Recorded as resumed, but the grant ended meanwhile:
+				// nothing was sent, the resume is refused, and the task
+				// ends as a motion whose grant ends does.
+				t, req := r.grantEndedOnRecord(ctx, auth, err, i, mkTrip)
+				reply(rc.done, notHeldEnded(auth.TaskID, "was not resumed, and nothing was sent: "+req.detail()))
+				return robot.Command{}, t
 			default:
 				// Refused: nothing was sent. When an abort, a stop, the
 				// e-stop or a fault came first (the refusal may be the

@@ -404,6 +404,68 @@ func invariant11ARevokeWhileTheStartIsRecordedSendsNothing(t *testing.T, newRig 
 	r.requireNothingMoved()
 }
 
+// TestInvariant11_ARevokeWhileTheResumeIsRecordedSendsNothing is the
+// start's race for the command that resumes a paused task: the operator
+// revokes the task's grant, and is answered, while the resume is being
+// committed. The gate asks the grant again once the resume is on the
+// disk: the resume is refused, nothing of the task is sent, and the task
+// ends as a motion whose grant ends.
+func TestInvariant11_ARevokeWhileTheResumeIsRecordedSendsNothing(t *testing.T) {
+	invariant11ARevokeWhileTheResumeIsRecordedSendsNothing(t, newRig)
+}
+
+func TestROS_Invariant11_ARevokeWhileTheResumeIsRecordedSendsNothing(t *testing.T) {
+	invariant11ARevokeWhileTheResumeIsRecordedSendsNothing(t, newROSEnv(t).newRig)
+}
+
+func invariant11ARevokeWhileTheResumeIsRecordedSendsNothing(t *testing.T, newRig newRigFunc) {
+	// With the revocation's push the supervisor hears of it at once;
+	// without it (the push is late, as from another bridge of a cluster)
+	// only the gate's own question of the grant stands between the
+	// answered revocation and the command.
+	for _, push := range []bool{true, false} {
+		t.Run(map[bool]string{true: "push", false: "no push"}[push], func(t *testing.T) {
+			ctx := context.Background()
+			r := newRig(t)
+			r.noGrantPush.Store(!push)
+			v := r.moving(3.0)
+			_, err := r.pause(v.ID, "hold")
+			require.NoError(t, err)
+			a, err := r.appr.Get(v.ApprovalID)
+			require.NoError(t, err)
+			revoked := make(chan error, 1)
+			r.rec.when(fsm.EvResume, func(actions.TransitionRecord) {
+				// Given the gate admitted the resume's command and the
+				// resume is being recorded, When the operator revokes the
+				// grant now (and is answered)
+				_, err := r.appr.RevokeWith(ctx, a.GrantID, "operator-2", approval.RevokeOptions{Reason: "someone walked in"})
+				revoked <- err
+			})
+			at := r.logLen()
+			_, rerr := r.resume(v.ID)
+			require.NoError(t, receive(t, revoked, 15*time.Second, "the resume was never recorded"))
+			v = r.waitTerminal(v.ID, 20*time.Second)
+
+			// Then the resume is refused, saying why, no command of the
+			// task reached the robot, and the task ends as a motion whose
+			// grant ended
+			require.Error(t, rerr, "the resume was answered as taken after its grant was revoked")
+			te := toolerr.As(rerr)
+			require.Equal(t, toolerr.Conflict, te.Type, "%v", te)
+			require.Contains(t, te.Message, "was not resumed: it was cancelled first.")
+			require.Contains(t, te.Message, "operator operator-2 revoked the grant (someone walked in)")
+			require.Empty(t, r.commandsOfTaskSince(v.ID, at), "a command left after the revocation was answered")
+			require.Equal(t, fsm.Cancelled, v.Status, "%v", v.Error)
+			require.NotNil(t, v.Error)
+			require.Equal(t, toolerr.ApprovalDenied, v.Error.Type, v.Error.Message)
+			require.Contains(t, v.Error.Message, "operator operator-2 revoked the grant (someone walked in)")
+			require.False(t, r.sup.Status().Fault.Latched, "a fault latched for a revocation")
+			require.Nil(t, r.sup.Status().Active)
+			require.True(t, r.atRest())
+		})
+	}
+}
+
 func TestInvariant11_AuthorityEndsAtOnce(t *testing.T) {
 	invariant11AuthorityEndsAtOnce(t, newRig)
 }
