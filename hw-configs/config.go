@@ -2,6 +2,7 @@ package hwconfig
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -638,6 +639,66 @@ type SafetyConf struct {
 	// comes up without it, which is less safe — nobody has to look at the
 	// robot before it moves again.
 	AfterCrash AfterCrash `yaml:"after_crash,omitempty"`
+	// UncommandedMotion is what the supervisor does when the robot moves
+	// while no task of this bridge commands it (optional): once the
+	// robot has come to rest after the last supervised motion, its
+	// reported velocity (base or a joint) above the rest thresholds for
+	// more than one control period is uncommanded motion — another
+	// controller, a goal left running, someone pushing it. latch_fault,
+	// the default, commands a stop and latches a fault an operator must
+	// clear; stop commands the stop and only reports it; off watches
+	// nothing (for a robot that people guide by hand).
+	UncommandedMotion UncommandedMotion `yaml:"uncommanded_motion,omitempty"`
+}
+
+// UncommandedMotion is the policy of safety.uncommanded_motion.
+type UncommandedMotion string
+
+// Uncommanded-motion policies.
+const (
+	// UncommandedLatchFault stops the robot and latches a fault.
+	UncommandedLatchFault UncommandedMotion = "latch_fault"
+	// UncommandedStop stops the robot and reports it, latching nothing.
+	UncommandedStop UncommandedMotion = "stop"
+	// UncommandedOff does not watch for uncommanded motion.
+	UncommandedOff UncommandedMotion = "off"
+)
+
+// UncommandedMotionPolicies lists the allowed safety.uncommanded_motion
+// values.
+var UncommandedMotionPolicies = []UncommandedMotion{UncommandedLatchFault, UncommandedStop, UncommandedOff}
+
+// Policy returns the effective policy: latch_fault when unset.
+func (u UncommandedMotion) Policy() UncommandedMotion {
+	if u == "" {
+		return UncommandedLatchFault
+	}
+	return u
+}
+
+// Valid reports whether u is unset or one of UncommandedMotionPolicies.
+func (u UncommandedMotion) Valid() bool {
+	return u == "" || slices.Contains(UncommandedMotionPolicies, u)
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler so that an unknown policy is
+// reported with its field path, `safety.uncommanded_motion`.
+func (u *UncommandedMotion) UnmarshalYAML(n ast.Node) error {
+	s, ok, err := scalarText(n, "an uncommanded-motion policy")
+	if err != nil || !ok {
+		return err
+	}
+	for _, v := range UncommandedMotionPolicies {
+		if s == string(v) {
+			*u = v
+			return nil
+		}
+	}
+	return &FieldError{
+		Field: nodePath(n), Value: s, Line: nodeLine(n),
+		Problem: fmt.Sprintf("unknown uncommanded-motion policy %q", s),
+		Allowed: joinStrings(UncommandedMotionPolicies),
+	}
 }
 
 // AfterCrash is the policy of safety.after_crash.

@@ -138,6 +138,7 @@ var badFixtures = map[string]struct{ field, allowed string }{
 	"cancel-requires-approval":               {"actions.cancel_task.approval", "never"},
 	"unknown-approval":                       {"actions.grasp.approval", "required, never"},
 	"unknown-after-crash":                    {"safety.after_crash", "latch_fault, resume"},
+	"unknown-uncommanded-motion":             {"safety.uncommanded_motion", "latch_fault, stop, off"},
 	"unknown-action-tool":                    {"actions.fly_to", "move_base_to, move_arm_to, grasp"},
 	"missing-action":                         {"actions.grasp", "approval: required"},
 	"arm-tool-without-arm":                   {"actions.move_arm_to", "move_base_to, return_to_safe_pose, stop, cancel_task"},

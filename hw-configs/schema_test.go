@@ -62,6 +62,8 @@ func generateSchema(t *testing.T) []byte {
 				}
 			case reflect.TypeFor[AfterCrash]():
 				return enumSchema(AfterCrashPolicies, "What a bridge that finds it was not shut down cleanly does at start.")
+			case reflect.TypeFor[UncommandedMotion]():
+				return enumSchema(UncommandedMotionPolicies, "What the supervisor does when the robot moves while no task commands it.")
 			}
 			return nil
 		},

@@ -200,6 +200,7 @@ safety:
 	kv(2, "state_timeout", durText(stateTimeout), "REVIEW: "+stateTimeoutNote(s.OdomPeriod))
 	kv(2, "stall_timeout", "5s", "")
 	kv(2, "approval_ttl", "60s", "")
+	kv(2, "uncommanded_motion", string(UncommandedLatchFault), "REVIEW: a robot that moves while no task commands it is stopped and a fault latches; stop or off for a robot people guide by hand")
 	return []byte(b.String())
 }
 

@@ -32,6 +32,7 @@ import (
 
 	hwconfig "github.com/robot-bridge/robot-bridge/hw-configs"
 	"github.com/robot-bridge/robot-bridge/internal/testbin"
+	"github.com/robot-bridge/robot-bridge/robot"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt"
 	"github.com/robot-bridge/robot-bridge/transport/mqtt/mqtttest"
 	"github.com/robot-bridge/robot-bridge/transport/ros/rostest"
@@ -133,8 +134,21 @@ func (w *mqttWorld) redeliver(i int) {
 	e := log[i]
 	require.Equal(t, "command", e.Op)
 	require.NotNil(t, e.Command)
+	w.publish(*e.Command)
+}
+
+// rogue publishes a base goal to the robot from a client of its own, as
+// a controller other than the bridge would.
+func (w *mqttWorld) rogue(id string, goal robot.BaseGoal) {
+	w.publish(robot.Command{ID: id, Kind: robot.CmdMoveBase, Base: &goal})
+}
+
+// publish sends cmd to the robot's command topic from a client of its own.
+func (w *mqttWorld) publish(cmd robot.Command) {
+	t := w.r.t
+	t.Helper()
 	now := time.Now()
-	p, err := mqtt.CommandFrom(*e.Command, now, now.Add(time.Second))
+	p, err := mqtt.CommandFrom(cmd, now, now.Add(time.Second))
 	require.NoError(t, err)
 	raw, err := mqtt.Marshal(p)
 	require.NoError(t, err)

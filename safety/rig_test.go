@@ -96,6 +96,9 @@ type world interface {
 	// process, and over MQTT's QoS 1), rather than being dropped by the
 	// transport before it (ROS: actionlib drops a goal id it knows).
 	copyReachesRobot() bool
+	// rogue hands the robot a base goal that does not come from the
+	// bridge: another controller driving it.
+	rogue(id string, goal robot.BaseGoal)
 }
 
 // lifecycleDriver is a transport the rig runs the supervisor on.
@@ -517,6 +520,10 @@ func (w *inprocWorld) redeliver(i int) {
 	e := w.s.CommandLog()[i]
 	require.NotNil(w.r.t, e.Command, "log entry %d is not a command", i)
 	require.NoError(w.r.t, w.s.Command(*e.Command))
+}
+
+func (w *inprocWorld) rogue(id string, goal robot.BaseGoal) {
+	require.NoError(w.r.t, w.s.Command(robot.Command{ID: id, Kind: robot.CmdMoveBase, Base: &goal}))
 }
 
 // syncState waits until the supervisor holds the last published state.

@@ -239,16 +239,29 @@ func (w *rosWorld) redeliver(i int) {
 	require.Equal(t, "move_base", e.Kind, "only base goals are redelivered")
 	stamp, ok := goalStamp(e.ID)
 	require.True(t, ok, "goal id %q carries no stamp", e.ID)
+	w.publishGoal("safety_redeliver", e.ID, *e.Command.Base, stamp)
+}
+
+// rogue sends the simulator a base goal from a node of its own, as a
+// controller other than the bridge would.
+func (w *rosWorld) rogue(id string, goal robot.BaseGoal) {
+	w.publishGoal("safety_rogue", id, goal, time.Now())
+}
+
+// publishGoal publishes a move_base goal with id to the simulator's
+// action server from node probe, once the simulator subscribes to it.
+func (w *rosWorld) publishGoal(probe, id string, goal robot.BaseGoal, stamp time.Time) {
+	t := w.r.t
+	t.Helper()
 	m := w.env.master
-	const probe = "safety_redeliver"
 	n := m.Node(t, probe)
 	topic := ros.ResolveName(w.cfg.Transport.ROS.NodeName, w.cfg.Transport.ROS.MoveBaseAction) + "/goal"
 	pub, err := goroslib.NewPublisher(goroslib.PublisherConf{Node: n, Topic: topic, Msg: &rosmsg.MoveBaseActionGoal{}})
 	require.NoError(t, err)
 	t.Cleanup(pub.Close)
 	rostest.Eventually(t, 10*time.Second, func() bool { return m.Connected("/"+probe, topic, "/robot_sim") }, "the simulator never subscribed to %s from %s", topic, probe)
-	msg := ros.BaseGoalToMsg(*e.Command.Base, robot.Pose2D{}, w.cfg.Transport.ROS.Frame, stamp)
-	msg.SetGoalID(std_msgs.Header{Stamp: stamp}, actionlib_msgs.GoalID{Stamp: stamp, Id: e.ID})
+	msg := ros.BaseGoalToMsg(goal, robot.Pose2D{}, w.cfg.Transport.ROS.Frame, stamp)
+	msg.SetGoalID(std_msgs.Header{Stamp: stamp}, actionlib_msgs.GoalID{Stamp: stamp, Id: id})
 	pub.Write(msg)
 }
 

@@ -74,6 +74,7 @@ type settings struct {
 	maxPause        time.Duration
 	jointTol        float64
 	breachTol       float64
+	uncommanded     hwconfig.UncommandedMotion
 }
 
 // Defaults applied when the config leaves a field zero. The hw-config
@@ -271,6 +272,7 @@ type Supervisor struct {
 	haveState bool          // guarded by mu
 	lastAt    time.Time     // guarded by mu; supervisor clock at receipt
 	active    *activeMotion // guarded by mu
+	idle      idleWatch     // guarded by mu; uncommanded.go
 	// stopReq holds the tasks whose stop was requested; the gate refuses
 	// their commands. Written under sendMu and mu, read under mu.
 	stopReq map[string]StopRequest
@@ -392,6 +394,10 @@ func effective(c *hwconfig.Config) (settings, error) {
 		safePoseName:    c.SafePose.Arm,
 		maxPause:        c.Safety.MaxPause.D(),
 		jointTol:        JointTolerance,
+		uncommanded:     c.Safety.UncommandedMotion.Policy(),
+	}
+	if !c.Safety.UncommandedMotion.Valid() {
+		return st, fmt.Errorf("safety: safety.uncommanded_motion %q is not a policy (allowed: latch_fault, stop, off)", c.Safety.UncommandedMotion)
 	}
 	if st.maxPause <= 0 {
 		st.maxPause = DefaultMaxPause
@@ -595,15 +601,22 @@ func (s *Supervisor) waitIdle(limit time.Duration) {
 }
 
 func (s *Supervisor) onState(st robot.State) {
+	// The fence is asked outside mu (a lease's Hold takes its own lock).
+	fenced := s.fenceErr() != nil
+	now := s.clock.Now()
 	s.mu.Lock()
-	s.last, s.haveState, s.lastAt = st, true, s.clock.Now()
+	s.last, s.haveState, s.lastAt = st, true, now
 	a := s.active
 	latchRobot := st.EStop && !s.estop.Active
+	idle := s.watchIdleLocked(st, now, fenced)
 	s.mu.Unlock()
 	if latchRobot {
 		// No caller to return a failed stop to: latchEStop has logged it
 		// and reported it in its EventStopSent.
 		_ = s.latchEStop(context.Background(), "robot", "the robot's own e-stop engaged")
+	}
+	if idle.how != "" {
+		s.onUncommanded(idle, now)
 	}
 	if a != nil {
 		a.poke()
