@@ -19,7 +19,8 @@ const (
 	EventFaultLatched EventKind = "fault_latched"
 	// EventFaultCleared: an operator cleared the fault.
 	EventFaultCleared EventKind = "fault_cleared"
-	// EventMonitorTripped: a runtime monitor tripped during a motion.
+	// EventMonitorTripped: a runtime monitor tripped during a motion, or
+	// the uncommanded-motion monitor between motions.
 	EventMonitorTripped EventKind = "monitor_tripped"
 	// EventStopSent: a stop command left the supervisor for the driver.
 	// Latency is the time from detection to the driver accepting it.

@@ -120,6 +120,7 @@ func (s *Supervisor) onUncommanded(v uncommandedVerdict, detected time.Time) {
 		return
 	}
 	s.log.Error("uncommanded motion", "how", v.how, "policy", string(s.set.uncommanded), "stop_latency", lat, "err", err)
+	s.emit(Event{Kind: EventMonitorTripped, At: detected, Monitor: TripUncommandedMotion, Reason: what})
 	s.emit(Event{Kind: EventStopSent, At: detected, By: "supervisor", Reason: what, Monitor: TripUncommandedMotion, Latency: lat, Err: err})
 	if s.set.uncommanded != hwconfig.UncommandedLatchFault {
 		return

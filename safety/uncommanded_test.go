@@ -62,6 +62,9 @@ func uncommandedMotionIsStoppedAndLatchesAFault(t *testing.T, newRig newRigFunc)
 	to := r.sim.Truth().Base
 	require.Less(t, math.Hypot(to.X-from.X, to.Y-from.Y), 0.1, "the rogue goal drove the robot from %v to %v", from, to)
 	require.Len(t, r.eventsOfMonitor(safety.TripUncommandedMotion), 1, "one trip, one stop")
+	trips := r.eventsOf(safety.EventMonitorTripped)
+	require.Len(t, trips, 1)
+	require.Equal(t, safety.TripUncommandedMotion, trips[0].Monitor)
 
 	// And nothing of the agent's moves until an operator clears it
 	n := len(r.motionCommands())
