@@ -10,8 +10,8 @@ import (
 	"github.com/robot-bridge/robot-bridge/robot"
 )
 
-// TripUncommandedMotion: the robot moved while no task of this bridge was
-// commanding it (safety.uncommanded_motion).
+// TripUncommandedMotion is the trip of a robot that moved while no task of
+// this bridge was commanding it (safety.uncommanded_motion).
 const TripUncommandedMotion TripKind = "uncommanded_motion"
 
 // uncommandedStates is how many states in a row must show the robot
