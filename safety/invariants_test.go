@@ -186,7 +186,7 @@ func invariant2TimeoutStoppedWithinOnePeriodThenRecovered(t *testing.T, newRig n
 			if r.world.wire() {
 				t.Logf("the stop reached the robot %s after the deadline (allowed %s + budget %s)", late, r.sup.ControlPeriod(), r.world.budget())
 			}
-			require.GreaterOrEqual(t, late, -early, "stopped before the deadline")
+			require.GreaterOrEqual(t, late, -early, "stopped before the deadline: the task ended %s (%v); safety events %v", v.Status, v.Error, r.eventsOf(safety.EventMonitorTripped))
 			require.LessOrEqual(t, late, r.within(r.sup.ControlPeriod()), "stop %s after the deadline (%s world)", late, r.world.name())
 			// And then recovered: the arm went back to the safe pose at
 			// reduced speed, the base stayed where it stopped
