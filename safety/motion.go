@@ -923,10 +923,6 @@ func (s *Supervisor) commandID(a Authorization) string {
 	return fmt.Sprintf("%s-%d", owner, s.cmdSeq)
 }
 
-// authorityEnded re-checks the grant a motion runs on and returns the stop
-// request its end implies, nil while it still authorizes the motion. The
-// supervisor's recovery and tools the config marks "approval: never" hold
-// no grant and are not checked.
 // grantEndedOnRecord ends the motion whose grant ended while its start
 // or resume was recorded (the gate's refusedAfterStartError: nothing was
 // sent) as a motion whose grant ends does (invariant 11), in the same
@@ -944,6 +940,10 @@ func (r *run) grantEndedOnRecord(ctx context.Context, auth Authorization, err er
 	return r.trip(t), req
 }
 
+// authorityEnded re-checks the grant a motion runs on and returns the stop
+// request its end implies, nil while it still authorizes the motion. The
+// supervisor's recovery and tools the config marks "approval: never" hold
+// no grant and are not checked.
 func (r *run) authorityEnded(a Authorization) *StopRequest {
 	if a.recovery || a.GrantID == "" {
 		return nil

@@ -94,8 +94,8 @@ func (s *Supervisor) uncommandedRepeat() time.Duration {
 	return max(10*s.set.controlPeriod, 100*time.Millisecond)
 }
 
-// movingWords says how st shows the robot moving: "the base at 0.30 m/s,
-// 0.00 rad/s" or "joint elbow at 0.40 rad/s".
+// movingWords says how st shows the robot moving: "the base was moving at
+// 0.30 m/s, 0.00 rad/s" or "joint elbow was moving at 0.40 rad/s".
 func movingWords(st robot.State) string {
 	if math.Abs(st.Velocity.V) > RestLinear || math.Abs(st.Velocity.W) > RestAngular {
 		return fmt.Sprintf("the base was moving at %s m/s, %s rad/s", robot.Fixed(math.Abs(st.Velocity.V), 2), robot.Fixed(math.Abs(st.Velocity.W), 2))
